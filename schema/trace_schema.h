@@ -1,0 +1,153 @@
+// The trace schema: the one contract between the code that writes traces (recorder/, inside the profiled
+// process) and the code that reads them (analysis/, cli/). Nothing else defines table layouts or codes.
+//
+// Rules (docs/trace-format.md explains each table):
+// - kSchemaVersion goes in PRAGMA user_version; bump it for every change to the tables below, and teach the
+//   reader to accept every older version it can. Readers refuse newer versions, naming both numbers.
+// - kApplicationId goes in PRAGMA application_id, so a reader can tell our traces from other SQLite files.
+// - The enum values below are stored in the trace: never renumber, only append.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace gmt::schema {
+
+inline constexpr int kSchemaVersion = 1;
+// "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
+inline constexpr int32_t kApplicationId = 0x474D5452;
+
+enum class EventKind : uint8_t {
+  Alloc = 1,         // a successful allocation: address, size, memory kind
+  Free = 2,          // a free of an address (recorded before the real free runs)
+  AllocFailed = 3,   // an allocation that returned an error; size is the request
+  StreamCreate = 4,  // stream = the new stream handle
+  StreamDestroy = 5,
+  Synchronize = 6,   // cudaStreamSynchronize (stream set) or cudaDeviceSynchronize (stream 0)
+};
+
+enum class MemoryKind : uint8_t {
+  None = 0,  // events that are not about memory (streams, syncs)
+  Device = 1,
+  Managed = 2,
+  HostPinned = 3,
+};
+
+// Which hooked function produced an event. Driver-API and CUPTI ids are appended by later versions.
+enum class Api : uint8_t {
+  Unknown = 0,
+  cudaMalloc = 1,
+  cudaMallocManaged = 2,
+  cudaMallocHost = 3,
+  cudaHostAlloc = 4,
+  cudaMallocPitch = 5,
+  cudaMalloc3D = 6,
+  cudaMallocAsync = 7,
+  cudaMallocFromPoolAsync = 8,
+  cudaFree = 9,
+  cudaFreeHost = 10,
+  cudaFreeAsync = 11,
+  cudaStreamCreate = 12,
+  cudaStreamCreateWithFlags = 13,
+  cudaStreamCreateWithPriority = 14,
+  cudaStreamDestroy = 15,
+  cudaStreamSynchronize = 16,
+  cudaDeviceSynchronize = 17,
+};
+
+// Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
+enum class Source : uint8_t {
+  RuntimeHook = 1,  // interpose/: the preloaded cudart symbol
+};
+
+std::string_view to_string(EventKind kind);
+std::string_view to_string(MemoryKind kind);
+std::string_view to_string(Api api);
+std::string_view to_string(Source source);
+
+// The highest value of each enum, so that the lookup tables can be filled by a loop.
+inline constexpr int kMaxEventKind = 6;
+inline constexpr int kMaxMemoryKind = 3;
+inline constexpr int kMaxApi = 17;
+inline constexpr int kMaxSource = 1;
+
+// Creates every table of a new trace. Run once, in one transaction, by the writer that creates the file.
+// Indexes that only the analyzer needs are created after the run (kCreateAnalysisIndexesSql), so the
+// profiled process never pays for them.
+inline constexpr const char* kCreateSchemaSql = R"SQL(
+CREATE TABLE meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+CREATE TABLE event_kinds  (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE memory_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE apis         (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE sources      (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE events (
+  id          INTEGER PRIMARY KEY,  -- order of recording; ties in time_ns are broken by id
+  time_ns     INTEGER NOT NULL,     -- CLOCK_MONOTONIC; meta.start_monotonic_ns is the process start
+  kind        INTEGER NOT NULL,     -- event_kinds.id
+  api         INTEGER NOT NULL,     -- apis.id
+  source      INTEGER NOT NULL,     -- sources.id
+  memory_kind INTEGER NOT NULL,     -- memory_kinds.id
+  thread_id   INTEGER NOT NULL,     -- kernel thread id (gettid)
+  device      INTEGER NOT NULL,     -- CUDA device ordinal, -1 for host memory and unknown
+  stream      INTEGER NOT NULL,     -- cudaStream_t as an integer, 0 for the legacy default stream
+  address     INTEGER NOT NULL,
+  size        INTEGER NOT NULL,     -- bytes granted (Alloc) or requested (AllocFailed); 0 for Free
+  stack_id    INTEGER NOT NULL,     -- stacks.id, 0 when no stack was taken
+  error       INTEGER NOT NULL      -- cudaError_t the call returned; 0 for success
+);
+CREATE TABLE alloc_failures (
+  event_id     INTEGER PRIMARY KEY,  -- events.id of an AllocFailed event
+  device_free  INTEGER,              -- cudaMemGetInfo right after the failure; NULL when not asked
+  device_total INTEGER
+);
+CREATE TABLE stacks (
+  id    INTEGER PRIMARY KEY,
+  depth INTEGER NOT NULL
+);
+CREATE TABLE stack_frames (
+  stack_id INTEGER NOT NULL,  -- stacks.id
+  level    INTEGER NOT NULL,  -- 0 is the innermost frame: the caller of the hooked CUDA function
+  pc       INTEGER NOT NULL,  -- return address as captured in the process: symbolize pc - 1
+  PRIMARY KEY (stack_id, level)
+) WITHOUT ROWID;
+CREATE TABLE modules (
+  id       INTEGER PRIMARY KEY,
+  path     TEXT NOT NULL,
+  base     INTEGER NOT NULL,  -- load bias (dlpi_addr): file address = pc - base
+  size     INTEGER NOT NULL,  -- extent of the mapped segments, from base
+  build_id TEXT               -- hex GNU build-id, NULL when the module has none
+);
+CREATE TABLE symbols (        -- filled after the run by `gpumemtrace run` (or `gpumemtrace symbolize`)
+  pc        INTEGER PRIMARY KEY,
+  function  TEXT,             -- demangled; NULL when unknown
+  file      TEXT,
+  line      INTEGER,
+  module_id INTEGER           -- modules.id, NULL when the pc is in no recorded module
+);
+)SQL";
+
+inline constexpr const char* kCreateAnalysisIndexesSql = R"SQL(
+CREATE INDEX IF NOT EXISTS events_by_address ON events(address);
+)SQL";
+
+// Keys of the meta table. Values are text; numbers are written in decimal.
+namespace meta {
+inline constexpr const char* kPid = "pid";
+inline constexpr const char* kParentPid = "parent_pid";
+inline constexpr const char* kCommandLine = "command_line";  // arguments joined by spaces
+inline constexpr const char* kHostname = "hostname";
+inline constexpr const char* kStartUnixNs = "start_unix_ns";
+inline constexpr const char* kStartMonotonicNs = "start_monotonic_ns";
+inline constexpr const char* kEndMonotonicNs = "end_monotonic_ns";  // written at a clean exit
+inline constexpr const char* kComplete = "complete";          // "1" once the process exited cleanly
+inline constexpr const char* kSimulated = "simulated";        // "1" under the simulated CUDA runtime
+inline constexpr const char* kBackend = "backend";            // e.g. "runtime-hooks"
+inline constexpr const char* kToolVersion = "gpumemtrace_version";
+inline constexpr const char* kDroppedEvents = "dropped_events";  // events lost (should stay "0")
+inline constexpr const char* kSymbolized = "symbolized";         // "1" once symbols are filled
+}  // namespace meta
+
+}  // namespace gmt::schema
