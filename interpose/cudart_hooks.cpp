@@ -1,0 +1,214 @@
+// The preloaded CUDA runtime hooks. Each hook: take the guard, call the real function, hand one event to the
+// recorder. Allocations are recorded after they succeed, frees before the real free runs (the address can be
+// reused by another thread the moment it returns: STYLE.md rule 5).
+#include <cuda_runtime_api.h>
+
+#include "interpose/hook_table.h"
+#include "recorder/guard.h"
+#include "recorder/recorder.h"
+
+// The per-thread-default-stream twins are exported by libcudart but not declared unless a program is built
+// with --default-stream per-thread; declare them with the same signatures as the plain calls.
+extern "C" {
+cudaError_t cudaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream);
+cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+}
+
+namespace {
+
+using gmt::recorder::EventRecord;
+using gmt::recorder::HookScope;
+using gmt::schema::Api;
+using gmt::schema::EventKind;
+using gmt::schema::MemoryKind;
+
+// What a hook returns when no CUDA runtime is loaded behind it (only reachable through dlsym tricks).
+constexpr cudaError_t kNoRuntime = cudaErrorInitializationError;
+
+EventRecord make_event(EventKind kind, Api api, MemoryKind memory_kind, cudaStream_t stream) {
+  EventRecord e;
+  e.time_ns = gmt::recorder::now_ns();
+  e.thread_id = gmt::recorder::current_thread_id();
+  e.kind = kind;
+  e.api = api;
+  e.memory_kind = memory_kind;
+  e.stream = reinterpret_cast<uint64_t>(stream);
+  return e;
+}
+
+int16_t current_device() {
+  int device = -1;
+  auto get_device = GMT_REAL(cudaGetDevice);
+  if (get_device && get_device(&device) == cudaSuccess) return static_cast<int16_t>(device);
+  return -1;
+}
+
+void record_allocation(Api api, MemoryKind memory_kind, cudaError_t result, const void* address, size_t size,
+                       cudaStream_t stream = nullptr) {
+  EventRecord e = make_event(result == cudaSuccess ? EventKind::Alloc : EventKind::AllocFailed, api, memory_kind,
+                             stream);
+  e.size = size;
+  e.error = static_cast<int32_t>(result);
+  e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
+  if (result == cudaSuccess) {
+    e.address = reinterpret_cast<uint64_t>(address);
+  } else if (result == cudaErrorMemoryAllocation && memory_kind != MemoryKind::HostPinned) {
+    // OOM forensics: what the device said was free when the request failed. Only on out-of-memory: after
+    // other errors the context may be unusable, and a second failing call would replace the app's last error.
+    size_t free_bytes = 0, total_bytes = 0;
+    auto mem_get_info = GMT_REAL(cudaMemGetInfo);
+    if (mem_get_info && mem_get_info(&free_bytes, &total_bytes) == cudaSuccess) {
+      e.has_memory_info = true;
+      e.device_free = free_bytes;
+      e.device_total = total_bytes;
+    }
+  }
+  gmt::recorder::record(e, /*take_stack=*/true);
+}
+
+void record_free(Api api, MemoryKind memory_kind, const void* address, cudaStream_t stream = nullptr) {
+  EventRecord e = make_event(EventKind::Free, api, memory_kind, stream);
+  e.address = reinterpret_cast<uint64_t>(address);
+  e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
+  gmt::recorder::record(e, /*take_stack=*/true);
+}
+
+void record_stream_event(EventKind kind, Api api, cudaStream_t stream, cudaError_t result, bool take_stack) {
+  if (result != cudaSuccess) return;
+  EventRecord e = make_event(kind, api, MemoryKind::None, stream);
+  e.device = current_device();
+  gmt::recorder::record(e, take_stack);
+}
+
+}  // namespace
+
+// ---- allocations -------------------------------------------------------------------------------------------
+
+// `api` is the id recorded: the _ptsz twins record under the plain call's id, since to the user they are the
+// same call.
+#define GMT_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, params, args) \
+  extern "C" cudaError_t name params {                                                   \
+    auto real = GMT_REAL(name);                                                          \
+    if (!real) return kNoRuntime;                                                        \
+    HookScope scope;                                                                     \
+    cudaError_t result = real args;                                                      \
+    if (scope.active())                                                                  \
+      record_allocation(Api::api, memory_kind, result, result == cudaSuccess ? (ptr_expr) : nullptr, \
+                        size_expr, stream_expr);                                         \
+    return result;                                                                       \
+  }
+#define GMT_ALLOC_HOOK(name, ...) GMT_ALLOC_HOOK_AS(name, name, __VA_ARGS__)
+
+GMT_ALLOC_HOOK(cudaMalloc, MemoryKind::Device, *devPtr, size, nullptr, (void** devPtr, size_t size), (devPtr, size))
+GMT_ALLOC_HOOK(cudaMallocManaged, MemoryKind::Managed, *devPtr, size, nullptr,
+               (void** devPtr, size_t size, unsigned int flags), (devPtr, size, flags))
+GMT_ALLOC_HOOK(cudaMallocHost, MemoryKind::HostPinned, *ptr, size, nullptr, (void** ptr, size_t size), (ptr, size))
+GMT_ALLOC_HOOK(cudaHostAlloc, MemoryKind::HostPinned, *pHost, size, nullptr,
+               (void** pHost, size_t size, unsigned int flags), (pHost, size, flags))
+// Pitched allocations are accounted at their granted size (pitch x rows), which is what the device holds.
+GMT_ALLOC_HOOK(cudaMallocPitch, MemoryKind::Device, *devPtr, result == cudaSuccess ? *pitch * height : width * height,
+               nullptr, (void** devPtr, size_t* pitch, size_t width, size_t height), (devPtr, pitch, width, height))
+GMT_ALLOC_HOOK(cudaMalloc3D, MemoryKind::Device, pitchedDevPtr->ptr,
+               result == cudaSuccess ? pitchedDevPtr->pitch * extent.height * extent.depth
+                                     : extent.width * extent.height * extent.depth,
+               nullptr, (struct cudaPitchedPtr * pitchedDevPtr, struct cudaExtent extent), (pitchedDevPtr, extent))
+GMT_ALLOC_HOOK(cudaMallocAsync, MemoryKind::Device, *devPtr, size, stream,
+               (void** devPtr, size_t size, cudaStream_t stream), (devPtr, size, stream))
+GMT_ALLOC_HOOK_AS(cudaMallocAsync_ptsz, cudaMallocAsync, MemoryKind::Device, *devPtr, size, stream,
+                  (void** devPtr, size_t size, cudaStream_t stream), (devPtr, size, stream))
+GMT_ALLOC_HOOK(cudaMallocFromPoolAsync, MemoryKind::Device, *ptr, size, stream,
+               (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream), (ptr, size, memPool, stream))
+GMT_ALLOC_HOOK_AS(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, MemoryKind::Device, *ptr, size, stream,
+                  (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream), (ptr, size, memPool, stream))
+
+// ---- frees -------------------------------------------------------------------------------------------------
+
+#define GMT_FREE_HOOK(name, api, memory_kind, ptr_name, stream_expr, params, args) \
+  extern "C" cudaError_t name params {                                          \
+    auto real = GMT_REAL(name);                                                 \
+    if (!real) return kNoRuntime;                                               \
+    HookScope scope;                                                            \
+    /* cudaFree(nullptr) is the idiom for "create the context": not a free. */  \
+    if (scope.active() && ptr_name) record_free(Api::api, memory_kind, ptr_name, stream_expr); \
+    return real args;                                                           \
+  }
+
+GMT_FREE_HOOK(cudaFree, cudaFree, MemoryKind::Device, devPtr, nullptr, (void* devPtr), (devPtr))
+GMT_FREE_HOOK(cudaFreeHost, cudaFreeHost, MemoryKind::HostPinned, ptr, nullptr, (void* ptr), (ptr))
+GMT_FREE_HOOK(cudaFreeAsync, cudaFreeAsync, MemoryKind::Device, devPtr, stream, (void* devPtr, cudaStream_t stream),
+              (devPtr, stream))
+GMT_FREE_HOOK(cudaFreeAsync_ptsz, cudaFreeAsync, MemoryKind::Device, devPtr, stream,
+              (void* devPtr, cudaStream_t stream), (devPtr, stream))
+
+// ---- streams and synchronization ---------------------------------------------------------------------------
+
+extern "C" cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
+  auto real = GMT_REAL(cudaStreamCreate);
+  if (!real) return kNoRuntime;
+  HookScope scope;
+  cudaError_t result = real(pStream);
+  if (scope.active())
+    record_stream_event(EventKind::StreamCreate, Api::cudaStreamCreate, *pStream, result, true);
+  return result;
+}
+
+extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
+  auto real = GMT_REAL(cudaStreamCreateWithFlags);
+  if (!real) return kNoRuntime;
+  HookScope scope;
+  cudaError_t result = real(pStream, flags);
+  if (scope.active())
+    record_stream_event(EventKind::StreamCreate, Api::cudaStreamCreateWithFlags, *pStream, result, true);
+  return result;
+}
+
+extern "C" cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
+  auto real = GMT_REAL(cudaStreamCreateWithPriority);
+  if (!real) return kNoRuntime;
+  HookScope scope;
+  cudaError_t result = real(pStream, flags, priority);
+  if (scope.active())
+    record_stream_event(EventKind::StreamCreate, Api::cudaStreamCreateWithPriority, *pStream, result, true);
+  return result;
+}
+
+extern "C" cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  auto real = GMT_REAL(cudaStreamDestroy);
+  if (!real) return kNoRuntime;
+  HookScope scope;
+  if (scope.active()) record_stream_event(EventKind::StreamDestroy, Api::cudaStreamDestroy, stream, cudaSuccess, true);
+  return real(stream);
+}
+
+// Synchronizations carry no stack: they are frequent, and only their time matters (when async frees land).
+extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  auto real = GMT_REAL(cudaStreamSynchronize);
+  if (!real) return kNoRuntime;
+  HookScope scope;
+  cudaError_t result = real(stream);
+  if (scope.active())
+    record_stream_event(EventKind::Synchronize, Api::cudaStreamSynchronize, stream, result, false);
+  return result;
+}
+
+extern "C" cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  auto real = GMT_REAL(cudaStreamSynchronize_ptsz);
+  if (!real) return kNoRuntime;
+  HookScope scope;
+  cudaError_t result = real(stream);
+  if (scope.active())
+    record_stream_event(EventKind::Synchronize, Api::cudaStreamSynchronize, stream, result, false);
+  return result;
+}
+
+extern "C" cudaError_t cudaDeviceSynchronize(void) {
+  auto real = GMT_REAL(cudaDeviceSynchronize);
+  if (!real) return kNoRuntime;
+  HookScope scope;
+  cudaError_t result = real();
+  if (scope.active())
+    record_stream_event(EventKind::Synchronize, Api::cudaDeviceSynchronize, nullptr, result, false);
+  return result;
+}

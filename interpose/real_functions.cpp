@@ -1,0 +1,47 @@
+#include <dlfcn.h>
+
+#include <atomic>
+
+#include "interpose/hook_table.h"
+
+namespace gmt::interpose {
+namespace {
+
+struct HookEntry {
+  const char* name;
+  bool optional;
+};
+
+constexpr HookEntry kHooks[] = {
+#define GMT_HOOK_ENTRY(name, optional) {#name, optional},
+    GMT_CUDART_HOOKS(GMT_HOOK_ENTRY)
+#undef GMT_HOOK_ENTRY
+};
+static_assert(sizeof(kHooks) / sizeof(kHooks[0]) == static_cast<size_t>(HookId::Count));
+
+std::atomic<void*> g_real[static_cast<size_t>(HookId::Count)];
+
+void* resolve(const char* name) {
+  if (void* p = dlsym(RTLD_NEXT, name)) return p;
+  // A runtime loaded with RTLD_LOCAL is not in the global scope that RTLD_NEXT searches; ask it directly.
+  if (void* cudart = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD)) {
+    void* p = dlsym(cudart, name);
+    dlclose(cudart);
+    return p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void* real_function(HookId id) {
+  auto index = static_cast<size_t>(id);
+  void* p = g_real[index].load(std::memory_order_acquire);
+  if (p) return p;
+  // Racing threads resolve the same address; whichever stores last stores the same value.
+  p = resolve(kHooks[index].name);
+  g_real[index].store(p, std::memory_order_release);
+  return p;
+}
+
+}  // namespace gmt::interpose

@@ -1,0 +1,28 @@
+// Process lifecycle of the preload library, in one place (STYLE.md rule 7): load, fork, exit.
+#include <pthread.h>
+
+#include <cstdlib>
+
+#include "recorder/recorder.h"
+#include "recorder/settings.h"
+
+namespace gmt::recorder {
+namespace {
+
+void flush_at_exit() { finish(/*close=*/false); }
+
+__attribute__((constructor)) void on_load() {
+  load_settings_from_environment();
+  // The child abandons the parent's (locked) recorder and starts a fresh one: see reset_after_fork_in_child.
+  pthread_atfork(lock_for_fork, unlock_after_fork_in_parent, reset_after_fork_in_child);
+  // Registered now, before the app's own static objects are constructed, so it runs after their
+  // destructors (which may free GPU memory) and before the CUDA runtime tears itself down.
+  std::atexit(flush_at_exit);
+}
+
+// Runs in _dl_fini, after every atexit handler: catches frees made by other libraries' exit handlers,
+// then closes the trace (checkpointing the WAL into the main file).
+__attribute__((destructor)) void on_unload() { finish(/*close=*/true); }
+
+}  // namespace
+}  // namespace gmt::recorder

@@ -1,0 +1,31 @@
+// The recorder: what every capture path calls once it has translated its world into an EventRecord.
+// It owns stacks, buffering and the writer thread; callers own only the recursion guard (HookScope).
+#pragma once
+
+#include <cstdint>
+
+#include "recorder/event.h"
+
+namespace gmt::recorder {
+
+// Monotonic time in ns (vDSO clock_gettime: no system call).
+uint64_t now_ns();
+
+// The kernel thread id of the calling thread, cached per thread (and refreshed in a forked child).
+uint32_t current_thread_id();
+
+// Appends one event. With `take_stack`, the caller's call stack is captured and interned first.
+// Cheap: no I/O, no SQLite; takes one lock briefly. Call only inside an active HookScope.
+void record(EventRecord& event, bool take_stack);
+
+// Writes everything buffered so far and marks the trace complete. Called at exit; safe to call twice.
+// With `close`, the trace is closed and later events are dropped.
+void finish(bool close);
+
+// Called in a forked child: forget the parent's buffers and writer; the child starts its own trace.
+void reset_after_fork_in_child();
+// Called around fork in the parent, so that the child never inherits a lock held mid-write.
+void lock_for_fork();
+void unlock_after_fork_in_parent();
+
+}  // namespace gmt::recorder

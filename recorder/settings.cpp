@@ -1,0 +1,63 @@
+#include "recorder/settings.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+#include "schema/trace_naming.h"
+
+namespace gmt::recorder {
+namespace {
+
+uint64_t clock_ns(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
+
+Settings& settings() {
+  static Settings* s = new Settings;  // leaked on purpose: used until the very last destructor
+  return *s;
+}
+
+void load_settings_from_environment() {
+  Settings& s = settings();
+  if (const char* v = getenv(kEnvOutput); v && *v) s.output_pattern = v;
+  if (const char* v = getenv(kEnvRootPid); v && *v) s.root_pid = std::strtol(v, nullptr, 10);
+  if (const char* v = getenv(kEnvRegistry); v && *v) s.registry_path = v;
+  if (const char* v = getenv(kEnvNoStacks); v && *v == '1') s.take_stacks = false;
+  if (const char* v = getenv(kEnvSimulated); v && *v == '1') s.simulated = true;
+  s.start_unix_ns = clock_ns(CLOCK_REALTIME);
+  s.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+}
+
+std::string trace_path_for_this_process() {
+  const Settings& s = settings();
+  long pid = static_cast<long>(getpid());
+  bool is_root = s.root_pid == 0 || s.root_pid == pid;
+  std::string pattern = is_root ? s.output_pattern : schema::child_trace_pattern(s.output_pattern);
+  return schema::expand_trace_pattern(pattern, pid, host_name());
+}
+
+std::string command_line_of_this_process() {
+  std::string out;
+  FILE* f = std::fopen("/proc/self/cmdline", "rb");
+  if (!f) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  while (!out.empty() && out.back() == '\0') out.pop_back();
+  for (char& c : out) {
+    if (c == '\0') c = ' ';
+  }
+  return out;
+}
+
+std::string host_name() { return schema::current_host_name(); }
+
+}  // namespace gmt::recorder

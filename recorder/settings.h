@@ -1,0 +1,38 @@
+// What the CLI tells the preload library, through environment variables read once at load time.
+// The library can also be preloaded by hand with these variables; every one has a default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gmt::recorder {
+
+// Environment variables (documented in docs/trace-format.md and `gpumemtrace run --help`).
+inline constexpr const char* kEnvOutput = "GMT_OUTPUT";      // trace path pattern: %p pid, %h host, %% percent
+inline constexpr const char* kEnvRootPid = "GMT_ROOT_PID";   // pid of the process the CLI started
+inline constexpr const char* kEnvRegistry = "GMT_REGISTRY";  // file where each process appends its trace path
+inline constexpr const char* kEnvNoStacks = "GMT_NO_STACKS";  // "1": record events without call stacks
+inline constexpr const char* kEnvSimulated = "GMT_SIMULATED";  // "1": the CLI put the simulated runtime first
+
+struct Settings {
+  std::string output_pattern = "gpumemtrace.%p.db";
+  long root_pid = 0;
+  std::string registry_path;
+  bool take_stacks = true;
+  bool simulated = false;
+  uint64_t start_unix_ns = 0;
+  uint64_t start_monotonic_ns = 0;
+};
+
+Settings& settings();
+void load_settings_from_environment();
+
+// The trace path for this process. The process the CLI started gets the pattern as given; any other process
+// (a forked or exec'ed child) gets its pid inserted before the extension when the pattern has no %p, so
+// that two processes never share a file.
+std::string trace_path_for_this_process();
+
+std::string command_line_of_this_process();
+std::string host_name();
+
+}  // namespace gmt::recorder
