@@ -1,0 +1,187 @@
+#include "analysis/trace_file.h"
+
+#include <fmt/core.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+
+#include "schema/trace_schema.h"
+
+namespace gmt::analysis {
+namespace {
+
+// Looks at the first bytes ourselves, so that "not SQLite at all" gets its own message instead of
+// SQLite's generic "file is not a database".
+void check_file_header(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    throw TraceError(fmt::format("cannot open trace '{}': {}", path, std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode)) throw TraceError(fmt::format("'{}' is a directory, not a trace file", path));
+  if (st.st_size == 0) {
+    throw TraceError(fmt::format("'{}' is empty (0 bytes): the profiled process wrote nothing to it", path));
+  }
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw TraceError(fmt::format("cannot read trace '{}': {}", path, std::strerror(errno)));
+  char header[16] = {};
+  size_t got = std::fread(header, 1, sizeof header, f);
+  std::fclose(f);
+  if (got < sizeof header || std::memcmp(header, "SQLite format 3", 16) != 0) {
+    throw TraceError(fmt::format("'{}' is not a gpumemtrace trace (not an SQLite database)", path));
+  }
+}
+
+int64_t pragma_int(sqlite3* db, const std::string& path, const char* pragma) {
+  sqlite3_stmt* stmt = nullptr;
+  std::string sql = fmt::format("PRAGMA {}", pragma);
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    std::string message = sqlite3_errmsg(db);
+    sqlite3_finalize(stmt);
+    throw TraceError(fmt::format("cannot read trace '{}': {}", path, message));
+  }
+  int rc = sqlite3_step(stmt);
+  int64_t value = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    throw TraceError(fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", path,
+                                 sqlite3_errstr(rc)));
+  }
+  return value;
+}
+
+}  // namespace
+
+TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
+  check_file_header(path);
+  sqlite3* db = nullptr;
+  int flags = mode == OpenMode::ReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    throw TraceError(fmt::format("cannot open trace '{}': {}", path, message));
+  }
+  sqlite3_busy_timeout(db, 5000);  // the writer may hold a lock for a moment while it commits a batch
+  TraceFile trace(db, path, 0);
+
+  int64_t application_id = pragma_int(db, path, "application_id");
+  if (application_id != schema::kApplicationId) {
+    throw TraceError(fmt::format("'{}' is an SQLite database but not a gpumemtrace trace", path));
+  }
+  int64_t version = pragma_int(db, path, "user_version");
+  if (version > schema::kSchemaVersion) {
+    throw TraceError(fmt::format(
+        "'{}' was written with trace schema version {}, but this gpumemtrace reads versions up to {}: "
+        "use a newer gpumemtrace",
+        path, version, schema::kSchemaVersion));
+  }
+  if (version < 1) throw TraceError(fmt::format("'{}' has no valid schema version ({})", path, version));
+  trace.schema_version_ = static_cast<int>(version);
+
+  // Touch every core table, so that a truncated file fails here with a clear message rather than halfway
+  // through an analysis.
+  for (const char* table : {"meta", "events", "stacks", "stack_frames", "modules", "symbols"}) {
+    std::string sql = fmt::format("SELECT count(*) FROM {}", table);
+    try {
+      Statement count(trace, sql.c_str());
+      count.step();
+    } catch (const TraceError& e) {
+      throw TraceError(fmt::format("'{}' is damaged or truncated: table '{}' cannot be read ({})", path, table,
+                                   e.what()));
+    }
+  }
+  return trace;
+}
+
+TraceFile::TraceFile(sqlite3* db, std::string path, int schema_version)
+    : db_(db), path_(std::move(path)), schema_version_(schema_version) {}
+
+TraceFile::TraceFile(TraceFile&& other) noexcept
+    : db_(other.db_), path_(std::move(other.path_)), schema_version_(other.schema_version_) {
+  other.db_ = nullptr;
+}
+
+TraceFile& TraceFile::operator=(TraceFile&& other) noexcept {
+  if (this != &other) {
+    sqlite3_close(db_);
+    db_ = other.db_;
+    path_ = std::move(other.path_);
+    schema_version_ = other.schema_version_;
+    other.db_ = nullptr;
+  }
+  return *this;
+}
+
+TraceFile::~TraceFile() { sqlite3_close(db_); }
+
+std::optional<std::string> TraceFile::meta(const std::string& key) const {
+  Statement query(*this, "SELECT value FROM meta WHERE key = ?1");
+  query.bind(1, key);
+  if (!query.step()) return std::nullopt;
+  return query.column_text(0);
+}
+
+std::optional<int64_t> TraceFile::meta_int(const std::string& key) const {
+  auto text = meta(key);
+  if (!text) return std::nullopt;
+  try {
+    return std::stoll(*text);
+  } catch (const std::exception&) {
+    throw TraceError(fmt::format("'{}' has a malformed meta value {}='{}'", path_, key, *text));
+  }
+}
+
+void TraceFile::exec(const char* sql) const {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw TraceError(fmt::format("cannot update trace '{}': {}", path_, message));
+  }
+}
+
+Statement::Statement(const TraceFile& trace, const char* sql) : trace_(trace) {
+  if (sqlite3_prepare_v2(trace.db(), sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+    std::string message = sqlite3_errmsg(trace.db());
+    sqlite3_finalize(stmt_);
+    stmt_ = nullptr;
+    throw TraceError(fmt::format("cannot read trace '{}': {}", trace.path(), message));
+  }
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+bool Statement::step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  throw TraceError(fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", trace_.path(),
+                               sqlite3_errmsg(trace_.db())));
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+void Statement::bind(int index, int64_t value) { sqlite3_bind_int64(stmt_, index, value); }
+
+void Statement::bind(int index, const std::string& value) {
+  sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
+}
+
+void Statement::bind_null(int index) { sqlite3_bind_null(stmt_, index); }
+
+int64_t Statement::column_int(int index) const { return sqlite3_column_int64(stmt_, index); }
+
+std::optional<std::string> Statement::column_text(int index) const {
+  if (sqlite3_column_type(stmt_, index) == SQLITE_NULL) return std::nullopt;
+  const unsigned char* text = sqlite3_column_text(stmt_, index);
+  return std::string(reinterpret_cast<const char*>(text), sqlite3_column_bytes(stmt_, index));
+}
+
+bool Statement::column_is_null(int index) const { return sqlite3_column_type(stmt_, index) == SQLITE_NULL; }
+
+}  // namespace gmt::analysis
