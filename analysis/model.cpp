@@ -1,0 +1,372 @@
+#include "analysis/model.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <unordered_map>
+
+namespace gmt::analysis {
+namespace {
+
+using schema::Api;
+using schema::EventKind;
+using schema::MemoryKind;
+
+// Codes outside the enums (a damaged trace) map to the "unknown"/"none" value instead of an enum value that
+// to_string cannot name.
+Api api_from_code(int64_t code) {
+  return code >= 0 && code <= schema::kMaxApi ? static_cast<Api>(code) : Api::Unknown;
+}
+
+MemoryKind memory_kind_from_code(int64_t code) {
+  return code >= 0 && code <= schema::kMaxMemoryKind ? static_cast<MemoryKind>(code) : MemoryKind::None;
+}
+
+// meta values are text written by the recorder; a malformed number is reported as absent rather than
+// failing the whole report (TraceFile::meta_int would throw).
+std::optional<int64_t> lenient_meta_int(const TraceFile& trace, const char* key) {
+  auto text = trace.meta(key);
+  if (!text) return std::nullopt;
+  int64_t value = 0;
+  const char* end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+bool is_counted(MemoryKind kind) {
+  return std::find(kCountedKinds.begin(), kCountedKinds.end(), kind) != kCountedKinds.end();
+}
+
+bool meta_flag(const TraceFile& trace, const char* key) {
+  return trace.meta(key) == std::optional<std::string>("1");
+}
+
+struct LiveAllocation {
+  uint64_t size = 0;
+  int64_t stack_id = 0;
+  MemoryKind memory_kind = MemoryKind::None;
+  int64_t device = -1;
+  int64_t time_ns = 0;  // absolute
+  Api api = Api::Unknown;
+};
+
+// Running live bytes and their peaks. Unsigned arithmetic wraps instead of overflowing, so absurd sizes in a
+// damaged trace give absurd numbers, never undefined behaviour; adds and subtracts of the same sizes still
+// cancel exactly.
+class LiveBytes {
+ public:
+  void add(MemoryKind kind, uint64_t size, int64_t time_ns) {
+    uint64_t* of_kind = by_kind_.find(kind);
+    if (!of_kind) return;  // not a counted kind: see kCountedKinds
+    *of_kind += size;
+    total_ += size;
+    if (*of_kind > *peak_by_kind_.find(kind)) {
+      *peak_by_kind_.find(kind) = *of_kind;
+      *peak_time_by_kind_.find(kind) = time_ns;
+    }
+    if (total_ > peak_) {
+      peak_ = total_;
+      peak_time_ = time_ns;
+    }
+  }
+  void remove(MemoryKind kind, uint64_t size) {
+    uint64_t* of_kind = by_kind_.find(kind);
+    if (!of_kind) return;
+    *of_kind -= size;
+    total_ -= size;
+  }
+
+  uint64_t peak() const { return peak_; }
+  int64_t peak_time() const { return peak_time_; }
+  const PerKind<uint64_t>& peak_by_kind() const { return peak_by_kind_; }
+  const PerKind<int64_t>& peak_time_by_kind() const { return peak_time_by_kind_; }
+
+ private:
+  uint64_t total_ = 0;
+  PerKind<uint64_t> by_kind_;
+  uint64_t peak_ = 0;
+  int64_t peak_time_ = 0;
+  PerKind<uint64_t> peak_by_kind_;
+  PerKind<int64_t> peak_time_by_kind_;
+};
+
+struct ModuleRange {
+  uint64_t base = 0;
+  uint64_t size = 0;
+  std::string path;
+};
+
+// Turns stack ids into frames: stack_frames LEFT JOIN symbols, modules from symbols.module_id or, for pcs
+// without one, from the module whose mapped range holds the pc. Caches, since leaks and failures share
+// stacks.
+class StackLoader {
+ public:
+  explicit StackLoader(const TraceFile& trace)
+      : exists_(trace, "SELECT 1 FROM stacks WHERE id = ?1"),
+        frames_(trace,
+                "SELECT f.level, f.pc, s.function, s.file, s.line, s.module_id "
+                "FROM stack_frames f LEFT JOIN symbols s ON s.pc = f.pc "
+                "WHERE f.stack_id = ?1 ORDER BY f.level") {
+    Statement modules(trace, "SELECT id, path, base, size FROM modules");
+    while (modules.step()) {
+      ModuleRange range{static_cast<uint64_t>(modules.column_int(2)),
+                        static_cast<uint64_t>(modules.column_int(3)), modules.column_text(1).value_or("")};
+      modules_by_id_[modules.column_int(0)] = range.path;
+      ranges_.push_back(std::move(range));
+    }
+    std::sort(ranges_.begin(), ranges_.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
+  }
+
+  const Stack& load(int64_t stack_id) {
+    auto cached = cache_.find(stack_id);
+    if (cached != cache_.end()) return cached->second;
+    Stack stack;
+    stack.id = stack_id;
+    if (stack_id != 0) {
+      exists_.reset();
+      exists_.bind(1, stack_id);
+      stack.missing = !exists_.step();
+      if (!stack.missing) read_frames(stack);
+    }
+    return cache_.emplace(stack_id, std::move(stack)).first->second;
+  }
+
+ private:
+  void read_frames(Stack& stack) {
+    frames_.reset();
+    frames_.bind(1, stack.id);
+    while (frames_.step()) {
+      Frame frame;
+      frame.level = frames_.column_int(0);
+      frame.pc = static_cast<uint64_t>(frames_.column_int(1));
+      // The symbolizer may store "" or line 0 for "unknown"; the report shows both as unknown.
+      frame.function = non_empty(frames_.column_text(2));
+      frame.file = non_empty(frames_.column_text(3));
+      if (!frames_.column_is_null(4) && frames_.column_int(4) > 0) frame.line = frames_.column_int(4);
+      if (!frames_.column_is_null(5)) {
+        auto module = modules_by_id_.find(frames_.column_int(5));
+        if (module != modules_by_id_.end()) frame.module = module->second;
+      }
+      if (!frame.module) frame.module = module_containing(frame.pc);
+      stack.frames.push_back(std::move(frame));
+    }
+  }
+
+  static std::optional<std::string> non_empty(std::optional<std::string> text) {
+    if (text && text->empty()) return std::nullopt;
+    return text;
+  }
+
+  std::optional<std::string> module_containing(uint64_t pc) const {
+    // pc is a return address: pc - 1 is inside the call instruction, which is in the module even when the
+    // call is the module's last instruction.
+    uint64_t address = pc == 0 ? 0 : pc - 1;
+    auto after = std::upper_bound(ranges_.begin(), ranges_.end(), address,
+                                  [](uint64_t a, const ModuleRange& m) { return a < m.base; });
+    // Ranges should not overlap, but walk back over all candidates in case a damaged trace has them.
+    while (after != ranges_.begin()) {
+      --after;
+      if (address - after->base < after->size) return after->path;
+    }
+    return std::nullopt;
+  }
+
+  Statement exists_;
+  Statement frames_;
+  std::unordered_map<int64_t, std::string> modules_by_id_;
+  std::vector<ModuleRange> ranges_;
+  std::unordered_map<int64_t, Stack> cache_;
+};
+
+template <typename T>
+void insert_sorted_unique(std::vector<T>& values, T value) {
+  auto at = std::lower_bound(values.begin(), values.end(), value);
+  if (at == values.end() || *at != value) values.insert(at, value);
+}
+
+void read_trace_info(const TraceFile& trace, TraceInfo& info) {
+  namespace meta = schema::meta;
+  info.path = trace.path();
+  info.schema_version = trace.schema_version();
+  info.pid = lenient_meta_int(trace, meta::kPid);
+  info.command_line = trace.meta(meta::kCommandLine);
+  info.hostname = trace.meta(meta::kHostname);
+  info.backend = trace.meta(meta::kBackend);
+  info.tool_version = trace.meta(meta::kToolVersion);
+  info.complete = meta_flag(trace, meta::kComplete);
+  info.simulated = meta_flag(trace, meta::kSimulated);
+  info.symbolized = meta_flag(trace, meta::kSymbolized);
+  info.dropped_events =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
+}
+
+// What makes two stacks the same to a reader: per frame, function, file and line when symbolized, else the
+// pc. Frames are separated by a byte that appears in none of them.
+std::string source_key(const Stack& stack) {
+  if (stack.frames.empty()) return "#" + std::to_string(stack.id);  // no frames: only the id tells them apart
+  std::string key;
+  for (const Frame& frame : stack.frames) {
+    if (frame.function && frame.file && frame.line) {
+      key += *frame.function + '\x1f' + *frame.file + '\x1f' + std::to_string(*frame.line);
+    } else {
+      key += "pc:" + std::to_string(frame.pc);
+    }
+    key += '\x1e';
+  }
+  return key;
+}
+
+}  // namespace
+
+Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
+  Report report;
+  read_trace_info(trace, report.trace);
+  Totals& totals = report.totals;
+
+  std::optional<int64_t> origin = lenient_meta_int(trace, schema::meta::kStartMonotonicNs);
+  std::optional<int64_t> last_event_time;
+  std::unordered_map<uint64_t, LiveAllocation> live;
+  LiveBytes live_bytes;
+
+  // Time order is what matters for live bytes; id breaks ties in recording order (see the schema). The
+  // LEFT JOIN costs one primary-key lookup per event and saves a second pass for the failures.
+  Statement events(trace,
+                   "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
+                   "e.stack_id, e.error, f.device_free, f.device_total "
+                   "FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id "
+                   "ORDER BY e.time_ns, e.id");
+  while (events.step()) {
+    ++report.trace.event_count;
+    const int64_t time_ns = events.column_int(1);
+    if (!origin) origin = time_ns;  // no recorded start: the first event is time zero
+    last_event_time = time_ns;
+    const int64_t kind = events.column_int(2);
+    const uint64_t address = static_cast<uint64_t>(events.column_int(6));
+    const int64_t size = events.column_int(7);
+
+    if (kind == static_cast<int64_t>(EventKind::Alloc)) {
+      if (size < 0 || (address == 0 && size != 0)) {
+        ++totals.inconsistencies;
+        continue;
+      }
+      ++totals.allocations;
+      totals.allocated_bytes += static_cast<uint64_t>(size);
+      if (address == 0) continue;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
+      LiveAllocation allocation{static_cast<uint64_t>(size),
+                                events.column_int(8),
+                                memory_kind_from_code(events.column_int(4)),
+                                events.column_int(5),
+                                time_ns,
+                                api_from_code(events.column_int(3))};
+      if (!is_counted(allocation.memory_kind)) ++totals.inconsistencies;
+      auto [it, inserted] = live.try_emplace(address, allocation);
+      if (!inserted) {
+        // The old allocation's free was never recorded; the address can only be handed out again after it.
+        ++totals.inconsistencies;
+        live_bytes.remove(it->second.memory_kind, it->second.size);
+        it->second = allocation;
+      }
+      live_bytes.add(allocation.memory_kind, allocation.size, time_ns);
+    } else if (kind == static_cast<int64_t>(EventKind::Free)) {
+      if (address == 0) continue;  // cudaFree(0) frees nothing; apps call it to create the context
+      auto it = live.find(address);
+      if (it == live.end()) {
+        ++totals.unmatched_frees;
+        continue;
+      }
+      ++totals.frees;
+      live_bytes.remove(it->second.memory_kind, it->second.size);
+      live.erase(it);
+    } else if (kind == static_cast<int64_t>(EventKind::AllocFailed)) {
+      ++totals.failed_allocations;
+      AllocFailure failure;
+      failure.event_id = events.column_int(0);
+      failure.time_ns = time_ns;  // made relative below, once the origin is certain
+      failure.api = api_from_code(events.column_int(3));
+      failure.memory_kind = memory_kind_from_code(events.column_int(4));
+      failure.device = events.column_int(5);
+      if (size < 0) {
+        ++totals.inconsistencies;
+      } else {
+        failure.requested_bytes = static_cast<uint64_t>(size);
+      }
+      failure.stack.id = events.column_int(8);
+      failure.error = events.column_int(9);
+      if (!events.column_is_null(10)) failure.device_free = events.column_int(10);
+      if (!events.column_is_null(11)) failure.device_total = events.column_int(11);
+      report.failures.push_back(std::move(failure));
+    }
+    // Stream and synchronize events do not change memory.
+  }
+
+  const int64_t start = origin.value_or(0);
+  // Wrapping subtraction: a damaged trace may hold times far from the start, and signed overflow is UB.
+  auto relative = [start](int64_t absolute) {
+    return static_cast<int64_t>(static_cast<uint64_t>(absolute) - static_cast<uint64_t>(start));
+  };
+
+  if (auto end = lenient_meta_int(trace, schema::meta::kEndMonotonicNs)) {
+    report.trace.duration_ns = relative(*end);
+  } else {
+    report.trace.duration_from_events = true;
+    report.trace.duration_ns = last_event_time ? relative(*last_event_time) : 0;
+  }
+
+  totals.peak_bytes = live_bytes.peak();
+  totals.peak_time_ns = totals.peak_bytes == 0 ? 0 : relative(live_bytes.peak_time());
+  report.peak_by_kind = live_bytes.peak_by_kind();
+  for (MemoryKind kind : kCountedKinds) {
+    if (*report.peak_by_kind.find(kind) != 0) {
+      *report.peak_time_ns_by_kind.find(kind) = relative(*live_bytes.peak_time_by_kind().find(kind));
+    }
+  }
+
+  // Group what is still live by call stack as the user reads it: stacks whose frames resolve to the same
+  // functions and source lines are one group even when their raw pcs differ (an unrolled or duplicated call
+  // site). Unsymbolized frames compare by pc. std::map keeps the grouping deterministic.
+  StackLoader stacks(trace);
+  std::map<std::string, LeakGroup> groups;
+  for (const auto& [address, allocation] : live) {
+    const Stack& stack = stacks.load(allocation.stack_id);
+    LeakGroup& group = groups[source_key(stack)];
+    const int64_t when = relative(allocation.time_ns);
+    if (group.count == 0 || when < group.first_alloc_ns) group.first_alloc_ns = when;
+    if (group.count == 0 || when > group.last_alloc_ns) group.last_alloc_ns = when;
+    if (group.count == 0 || allocation.stack_id < group.stack.id) group.stack.id = allocation.stack_id;
+    insert_sorted_unique(group.stack_ids, allocation.stack_id);
+    group.bytes += allocation.size;
+    ++group.count;
+    insert_sorted_unique(group.memory_kinds, allocation.memory_kind);
+    insert_sorted_unique(group.apis, allocation.api);
+    insert_sorted_unique(group.devices, allocation.device);
+    totals.leaked_bytes += allocation.size;
+    ++totals.leaked_allocations;
+    if (uint64_t* leaked = report.leaked_by_kind.find(allocation.memory_kind)) *leaked += allocation.size;
+  }
+
+  report.leak_groups_total = groups.size();
+  report.min_bytes = options.min_bytes;
+  for (auto& [stack_id, group] : groups) {
+    if (options.min_bytes && group.bytes < *options.min_bytes) {
+      ++report.leak_groups_below_min_bytes;
+      report.leaked_bytes_below_min_bytes += group.bytes;
+      continue;
+    }
+    report.leaks.push_back(std::move(group));
+  }
+  std::sort(report.leaks.begin(), report.leaks.end(), [](const LeakGroup& a, const LeakGroup& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    if (a.count != b.count) return a.count > b.count;
+    return a.stack.id < b.stack.id;
+  });
+
+  for (LeakGroup& group : report.leaks) group.stack = stacks.load(group.stack.id);
+  for (AllocFailure& failure : report.failures) {
+    failure.time_ns = relative(failure.time_ns);
+    failure.stack = stacks.load(failure.stack.id);
+  }
+  return report;
+}
+
+}  // namespace gmt::analysis

@@ -1,0 +1,210 @@
+// The text report: what a CUDA engineer reads in a terminal. Order: what was profiled and how far to trust
+// it, the totals, the peak, the leaks by call stack, the failed allocations, then what was left out.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "analysis/format.h"
+#include "analysis/render.h"
+
+namespace gmt::analysis {
+namespace {
+
+std::string plural(uint64_t count, const char* singular, const char* plural_form) {
+  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
+}
+
+template <typename Enum>
+std::string join_names(const std::vector<Enum>& values) {
+  std::string joined;
+  for (Enum value : values) {
+    if (!joined.empty()) joined += ", ";
+    joined += schema::to_string(value);
+  }
+  return joined;
+}
+
+// "at 1.204 s" for one allocation, "from 0.100 s to 2.300 s" when a group spans time: a group whose
+// allocations keep coming is a leak that grows with the run.
+std::string time_span(int64_t first_ns, int64_t last_ns) {
+  if (first_ns == last_ns) return fmt::format("at {}", format_duration(first_ns));
+  return fmt::format("from {} to {}", format_duration(first_ns), format_duration(last_ns));
+}
+
+// "    at function file:line [module]"; "    at ?? 0x7f... [module]" when the pc has no symbol.
+std::string frame_line(const Frame& frame) {
+  std::string line = "    at ";
+  line += frame.function ? *frame.function : "?? " + format_pc(frame.pc);
+  if (frame.file) {
+    line += " " + *frame.file;
+    if (frame.line) line += fmt::format(":{}", *frame.line);
+  }
+  if (frame.module) line += " [" + path_basename(*frame.module) + "]";
+  return line + "\n";
+}
+
+void append_stack(std::string& out, const Stack& stack, size_t max_frames) {
+  if (stack.id == 0) {
+    out += "    (no call stack was recorded for this allocation)\n";
+    return;
+  }
+  if (stack.missing) {
+    out += fmt::format("    (call stack {} is missing from the trace)\n", stack.id);
+    return;
+  }
+  if (stack.frames.empty()) {
+    out += "    (empty call stack)\n";
+    return;
+  }
+  size_t shown = max_frames == 0 ? stack.frames.size() : std::min(max_frames, stack.frames.size());
+  for (size_t i = 0; i < shown; ++i) out += frame_line(stack.frames[i]);
+  if (shown < stack.frames.size()) {
+    const size_t hidden = stack.frames.size() - shown;
+    out += fmt::format("    ... {} more {} (--format json lists every frame)\n", hidden,
+                       hidden == 1 ? "frame" : "frames");
+  }
+}
+
+void append_header(std::string& out, const TraceInfo& trace) {
+  out +=
+      fmt::format("gpumemtrace report for {}\n", trace.command_line.value_or("(command line not recorded)"));
+  out += fmt::format("  trace      {} (schema {}, {})\n", trace.path, trace.schema_version,
+                     plural(trace.event_count, "event", "events"));
+  if (trace.pid) out += fmt::format("  pid        {}\n", *trace.pid);
+  out += fmt::format("  duration   {}{}\n", format_duration(trace.duration_ns),
+                     trace.duration_from_events ? " (up to the last recorded event)" : "");
+  if (trace.simulated) out += "  runtime    simulated CUDA runtime (no GPU was used)\n";
+  if (!trace.complete) {
+    out +=
+        "warning: the trace is incomplete: the process crashed, was killed or is still running.\n"
+        "         Memory live at the end of the trace was not necessarily leaked.\n";
+  }
+  if (!trace.symbolized) {
+    out += fmt::format(
+        "warning: the trace is not symbolized: frames show addresses only (gpumemtrace symbolize {}).\n",
+        trace.path);
+  }
+  if (trace.dropped_events > 0) {
+    out += fmt::format("warning: {} lost while recording: the numbers below may be too low.\n",
+                       plural(trace.dropped_events, "event was", "events were"));
+  }
+}
+
+void append_totals(std::string& out, const Report& report) {
+  const Totals& totals = report.totals;
+  out += "\nTotals\n";
+  out += fmt::format("  allocations         {} ({} in total)\n", totals.allocations,
+                     format_bytes(totals.allocated_bytes));
+  out += fmt::format("  frees               {}\n", totals.frees);
+  out += fmt::format("  failed allocations  {}\n", totals.failed_allocations);
+  out += fmt::format("  leaked              {} in {}\n", format_bytes_exact(totals.leaked_bytes),
+                     plural(totals.leaked_allocations, "allocation", "allocations"));
+  if (totals.unmatched_frees > 0) {
+    out += fmt::format(
+        "  unmatched frees     {} (addresses that were not live: double frees, or memory "
+        "allocated before recording started)\n",
+        totals.unmatched_frees);
+  }
+  if (totals.inconsistencies > 0) {
+    out += fmt::format(
+        "  inconsistencies     {} (records that cannot be right, e.g. a live address "
+        "allocated again or a negative size)\n",
+        totals.inconsistencies);
+  }
+
+  out += fmt::format("\nPeak live memory: {}", format_bytes_exact(totals.peak_bytes));
+  if (totals.peak_bytes > 0) out += fmt::format(" at {}", format_duration(totals.peak_time_ns));
+  out += "\n";
+  const auto& peak = report.peak_by_kind;
+  out += fmt::format("  peak of each kind: device {}, managed {}, host pinned {}\n",
+                     format_bytes(peak.device), format_bytes(peak.managed), format_bytes(peak.host_pinned));
+}
+
+void append_leaks(std::string& out, const Report& report, const RenderOptions& options) {
+  if (report.totals.leaked_allocations == 0) {
+    out += "\nNo leaks: every allocation was freed.\n";
+    return;
+  }
+  if (report.leaks.empty()) {
+    out += fmt::format("\nNo leak group reaches --min-bytes {}.\n",
+                       format_bytes_exact(report.min_bytes.value_or(0)));
+    return;
+  }
+  const size_t shown = std::min(options.top, report.leaks.size());
+  out += fmt::format("\nLeaks by call stack ({}, largest first)\n",
+                     plural(report.leaks.size(), "group", "groups"));
+  for (size_t i = 0; i < shown; ++i) {
+    const LeakGroup& group = report.leaks[i];
+    out += fmt::format("\n#{} {} in {} ({}, {}) {}\n", i + 1, format_bytes(group.bytes),
+                       plural(group.count, "allocation", "allocations"), join_names(group.apis),
+                       join_names(group.memory_kinds), time_span(group.first_alloc_ns, group.last_alloc_ns));
+    append_stack(out, group.stack, options.max_frames);
+  }
+}
+
+void append_failures(std::string& out, const Report& report, const RenderOptions& options) {
+  if (report.failures.empty()) return;
+  // A retry loop can fail thousands of times; the first few tell the story, the JSON keeps them all.
+  const size_t shown = std::min(options.top, report.failures.size());
+  out += fmt::format("\nFailed allocations ({})\n", report.failures.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const AllocFailure& failure = report.failures[i];
+    std::string where =
+        failure.device >= 0 ? fmt::format("device {}", failure.device) : std::string("the host");
+    out += fmt::format("\n{} of {} on {} failed at {}: {} ({})\n", schema::to_string(failure.api),
+                       format_bytes_exact(failure.requested_bytes), where, format_duration(failure.time_ns),
+                       cuda_error_name(failure.error), failure.error);
+    if (failure.device_free) {
+      out +=
+          fmt::format("    device free at that moment: {}",
+                      format_bytes_exact(static_cast<uint64_t>(std::max<int64_t>(0, *failure.device_free))));
+      if (failure.device_total && *failure.device_total > 0) {
+        out += fmt::format(" of {}", format_bytes(static_cast<uint64_t>(*failure.device_total)));
+      }
+      out += "\n";
+    }
+    append_stack(out, failure.stack, options.max_frames);
+  }
+  if (shown < report.failures.size()) {
+    out += fmt::format(
+        "\n... {} not shown (--format json lists them all)\n",
+        plural(report.failures.size() - shown, "more failed allocation", "more failed allocations"));
+  }
+}
+
+void append_not_shown(std::string& out, const Report& report, const RenderOptions& options) {
+  const size_t shown = std::min(options.top, report.leaks.size());
+  if (shown < report.leaks.size()) {
+    uint64_t bytes = 0;
+    uint64_t count = 0;
+    for (auto it = report.leaks.begin() + static_cast<std::ptrdiff_t>(shown); it != report.leaks.end();
+         ++it) {
+      bytes += it->bytes;
+      count += it->count;
+    }
+    out += fmt::format("\n{} ({} in {}) not shown: use --top {} to see all.\n",
+                       plural(report.leaks.size() - shown, "more leak group", "more leak groups"),
+                       format_bytes(bytes), plural(count, "allocation", "allocations"), report.leaks.size());
+  }
+  if (report.leak_groups_below_min_bytes > 0) {
+    out += fmt::format("\n{} ({} in total) below --min-bytes {} not shown.\n",
+                       plural(report.leak_groups_below_min_bytes, "leak group", "leak groups"),
+                       format_bytes(report.leaked_bytes_below_min_bytes),
+                       format_bytes_exact(report.min_bytes.value_or(0)));
+  }
+}
+
+}  // namespace
+
+std::string render_text(const Report& report, const RenderOptions& options) {
+  std::string out;
+  append_header(out, report.trace);
+  append_totals(out, report);
+  append_leaks(out, report, options);
+  append_failures(out, report, options);
+  append_not_shown(out, report, options);
+  return out;
+}
+
+}  // namespace gmt::analysis
