@@ -1,0 +1,64 @@
+// gpumemtrace: the command-line front end. It only parses options and dispatches; the work lives in the
+// command files and in analysis/.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "gpumemtrace: find GPU memory leaks, watermark growth and fragmentation in CUDA programs.\n\n"
+      "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
+      "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n",
+      "gpumemtrace"};
+  app.set_version_flag("--version", "gpumemtrace " GMT_VERSION);
+  app.require_subcommand(1);
+
+  gmt::cli::CommandAction actions[] = {
+      gmt::cli::add_run_command(app),
+      gmt::cli::add_report_command(app),
+      gmt::cli::add_symbolize_command(app),
+  };
+
+  int cli_argc = argc;
+  if (argc > 1 && std::string_view(argv[1]) == "run") {
+    // Only a "--" among our own options counts; once the app's name is reached, every "--" is the app's.
+    for (int i = 2; i < argc; ++i) {
+      std::string_view arg = argv[i];
+      if (arg == "--") {
+        gmt::cli::set_run_app_argv(std::vector<std::string>(argv + i + 1, argv + argc));
+        cli_argc = i;
+        break;
+      }
+      if (arg.empty() || arg[0] != '-') break;  // the app's name: CLI11's prefix_command takes it from here
+      if (arg == "-o" || arg == "--output") ++i;  // the one run option that takes a separate value
+    }
+  }
+
+  try {
+    app.parse(cli_argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return gmt::cli::kExitBadInput;
+  }
+
+  // Exactly one subcommand was parsed; the registration order above matches the subcommand order.
+  auto subcommands = app.get_subcommands({});
+  for (size_t i = 0; i < subcommands.size(); ++i) {
+    if (subcommands[i]->parsed()) return actions[i]();
+  }
+  fmt::print(stderr, "gpumemtrace: no command given; see gpumemtrace --help\n");
+  return gmt::cli::kExitBadInput;
+}

@@ -1,0 +1,120 @@
+#include "cli/post_run.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/core.h>
+
+#include "analysis/format.h"
+#include "analysis/model.h"
+#include "analysis/symbolizer.h"
+#include "analysis/trace_file.h"
+#include "schema/trace_init.h"
+#include "schema/trace_schema.h"
+
+namespace gmt::cli {
+
+bool symbolize_trace_file(const std::string& path, bool quiet) {
+  try {
+    auto trace = analysis::TraceFile::open(path, analysis::OpenMode::ReadWrite);
+    bool show_progress = !quiet && isatty(STDERR_FILENO);
+    auto progress = [&](size_t done, size_t total) {
+      if (show_progress) fmt::print(stderr, "\rgpumemtrace: symbolizing {}: {}/{} addresses", path, done, total);
+    };
+    auto stats = analysis::symbolize_trace(trace, progress);
+    if (show_progress) fmt::print(stderr, "\n");
+    trace.exec(schema::kCreateAnalysisIndexesSql);
+    if (!quiet && !stats.missing_modules.empty()) {
+      fmt::print(stderr, "gpumemtrace: {} module(s) could not be read for symbols (moved, deleted or rebuilt): {}\n",
+                 stats.missing_modules.size(), stats.missing_modules.front());
+    }
+    return true;
+  } catch (const analysis::TraceError& e) {
+    fmt::print(stderr, "gpumemtrace: {}\n", e.what());
+    return false;
+  }
+}
+
+bool print_run_summary(const std::string& path) {
+  try {
+    auto trace = analysis::TraceFile::open(path);
+    analysis::Report report = analysis::analyze_trace(trace);
+    const auto& t = report.totals;
+    fmt::print(stderr, "gpumemtrace: trace {}{}\n", path,
+               report.trace.simulated ? " (simulated CUDA runtime)" : "");
+    fmt::print(stderr, "  allocations {}, frees {}, failed allocations {}\n", t.allocations, t.frees,
+               t.failed_allocations);
+    fmt::print(stderr, "  peak live {} at {}\n", analysis::format_bytes_exact(t.peak_bytes),
+               analysis::format_duration(t.peak_time_ns));
+    if (t.leaked_allocations == 0) {
+      fmt::print(stderr, "  no leaks: every allocation was freed\n");
+    } else {
+      fmt::print(stderr, "  leaked {} in {} allocation{} from {} call stack{}\n",
+                 analysis::format_bytes_exact(t.leaked_bytes), t.leaked_allocations,
+                 t.leaked_allocations == 1 ? "" : "s", report.leak_groups_total,
+                 report.leak_groups_total == 1 ? "" : "s");
+    }
+    if (!report.trace.complete) {
+      fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");
+    }
+    fmt::print(stderr, "  details: gpumemtrace report {}\n", path);
+    return true;
+  } catch (const analysis::TraceError& e) {
+    fmt::print(stderr, "gpumemtrace: {}\n", e.what());
+    return false;
+  }
+}
+
+bool write_empty_trace(const std::string& path, long pid, const std::string& command_line, bool simulated,
+                       std::string& error) {
+  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = fmt::format("cannot create trace '{}': {}", path, std::strerror(errno));
+    return false;
+  }
+  ::close(fd);
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+    error = fmt::format("cannot open trace '{}': {}", path, db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return false;
+  }
+  bool ok = schema::initialize_trace(db, error);
+  if (ok) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    std::string mono = std::to_string(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
+    const std::pair<const char*, std::string> meta[] = {
+        {schema::meta::kPid, std::to_string(pid)},
+        {schema::meta::kCommandLine, command_line},
+        {schema::meta::kStartMonotonicNs, mono},
+        {schema::meta::kEndMonotonicNs, mono},
+        {schema::meta::kComplete, "1"},
+        {schema::meta::kSimulated, simulated ? "1" : "0"},
+        {schema::meta::kBackend, "runtime-hooks"},
+        {schema::meta::kToolVersion, GMT_VERSION},
+        {schema::meta::kDroppedEvents, "0"},
+        {schema::meta::kSymbolized, "1"},
+    };
+    sqlite3_stmt* stmt = nullptr;
+    ok = sqlite3_prepare_v2(db, "INSERT INTO meta(key, value) VALUES (?1, ?2)", -1, &stmt, nullptr) == SQLITE_OK;
+    for (const auto& [key, value] : meta) {
+      if (!ok) break;
+      sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
+      sqlite3_bind_text(stmt, 2, value.c_str(), -1, SQLITE_TRANSIENT);
+      ok = sqlite3_step(stmt) == SQLITE_DONE;
+      sqlite3_reset(stmt);
+    }
+    sqlite3_finalize(stmt);
+    if (!ok) error = fmt::format("cannot write trace '{}': {}", path, sqlite3_errmsg(db));
+  }
+  sqlite3_close(db);
+  return ok;
+}
+
+}  // namespace gmt::cli

@@ -1,0 +1,194 @@
+// `gpumemtrace run`: start an app with the preload library, pass its exit code through, then symbolize and
+// summarize the traces it produced.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/install_layout.h"
+#include "cli/launcher.h"
+#include "cli/post_run.h"
+
+namespace gmt::cli {
+namespace {
+
+struct RunOptions {
+  std::vector<std::string> command;
+  std::string output;  // pattern; empty: gpumemtrace.<app>.%p.db
+  bool force = false;
+  bool simulate = false;
+  bool no_stacks = false;
+  bool no_symbolize = false;
+  bool quiet = false;
+};
+
+std::string default_output_pattern(const std::string& app) {
+  std::string name = app.substr(app.rfind('/') + 1);
+  return "gpumemtrace." + name + ".%p.db";
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+// A file the traced processes append their trace paths to (one line each), so that after the run we know
+// every trace it produced, forked and exec'ed children included.
+std::string make_registry_file() {
+  const char* tmp = getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/gpumemtrace-run-XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0) return {};
+  close(fd);
+  return path;
+}
+
+std::vector<std::string> read_registry(const std::string& path) {
+  std::vector<std::string> traces;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) traces.push_back(line);
+  }
+  return traces;
+}
+
+int run(const RunOptions& options) {
+  InstallLayout layout = find_install_layout();
+  if (!file_exists(layout.preload_library)) {
+    fmt::print(stderr, "gpumemtrace: the preload library is missing at '{}'; reinstall gpumemtrace\n",
+               layout.preload_library);
+    return kExitInternal;
+  }
+  std::string sim_runtime = layout.simulated_runtime_dir + "/libcudart.so.13";
+  if (options.simulate && !file_exists(sim_runtime)) {
+    fmt::print(stderr, "gpumemtrace: --simulate needs the simulated CUDA runtime at '{}', which is missing\n",
+               sim_runtime);
+    return kExitInternal;
+  }
+
+  LaunchSpec spec;
+  spec.command = options.command;
+  spec.output_pattern = options.output.empty() ? default_output_pattern(options.command[0]) : options.output;
+  spec.overwrite = options.force;
+  std::string registry = make_registry_file();
+
+  const char* old_preload = getenv("LD_PRELOAD");
+  std::string preload = layout.preload_library;
+  if (old_preload && *old_preload) preload += std::string(":") + old_preload;
+  spec.environment = {{"LD_PRELOAD", preload},
+                      {"GMT_OUTPUT", spec.output_pattern},
+                      {"GMT_REGISTRY", registry},
+                      {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
+                      {"GMT_SIMULATED", options.simulate ? "1" : "0"}};
+  if (options.simulate) {
+    const char* old_path = getenv("LD_LIBRARY_PATH");
+    std::string library_path = layout.simulated_runtime_dir;
+    if (old_path && *old_path) library_path += std::string(":") + old_path;
+    spec.environment.emplace_back("LD_LIBRARY_PATH", library_path);
+    spec.environment.emplace_back("GMT_SIM_QUIET", "1");  // we say it ourselves, once
+    if (!options.quiet) {
+      fmt::print(stderr,
+                 "gpumemtrace: using the SIMULATED CUDA runtime (no GPU): allocations are simulated, kernels are "
+                 "not run\n");
+    }
+  }
+
+  LaunchResult result = launch_and_wait(spec);
+  std::vector<std::string> traces = registry.empty() ? std::vector<std::string>{} : read_registry(registry);
+  if (!registry.empty()) unlink(registry.c_str());
+  if (!result.started) {
+    fmt::print(stderr, "gpumemtrace: {}\n", result.error);
+    return result.error_exit_code;
+  }
+
+  // A root process that never touched CUDA still gets a trace, so `report` always has something to read.
+  bool root_has_trace = false;
+  for (const auto& t : traces) root_has_trace |= t == result.root_trace_path;
+  if (!root_has_trace && !file_exists(result.root_trace_path)) {
+    std::string error;
+    if (write_empty_trace(result.root_trace_path, result.pid, join(options.command), options.simulate, error)) {
+      traces.insert(traces.begin(), result.root_trace_path);
+      if (!options.quiet) fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
+    } else {
+      fmt::print(stderr, "gpumemtrace: {}\n", error);
+    }
+  }
+
+  if (!options.quiet) {
+    if (result.signal != 0) {
+      fmt::print(stderr, "gpumemtrace: the app was killed by signal {} ({})\n", result.signal,
+                 strsignal(result.signal));
+    } else {
+      fmt::print(stderr, "gpumemtrace: the app exited with code {}\n", result.exit_code);
+    }
+  }
+  for (const auto& trace : traces) {
+    if (!options.no_symbolize) symbolize_trace_file(trace, options.quiet);
+    if (!options.quiet) print_run_summary(trace);
+  }
+  return result.exit_code;
+}
+
+std::optional<std::vector<std::string>> g_app_argv_after_separator;
+
+}  // namespace
+
+void set_run_app_argv(std::vector<std::string> app_argv) { g_app_argv_after_separator = std::move(app_argv); }
+
+CommandAction add_run_command(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "Run an application under the profiler and write a trace");
+  run->footer(
+      "The app runs unchanged; its exit code is passed through (126/127 when it cannot be started).\n"
+      "Every process of the run gets its own trace: the one started gets the -o name, children that fork or\n"
+      "exec get their pid inserted (trace.db -> trace.<pid>.db) unless the name already holds %p.\n\n"
+      "Examples:\n"
+      "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
+      "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
+      "  gpumemtrace report train.db\n");
+  run->prefix_command();  // everything from the app's name on belongs to the app, options included
+  run->add_option("-o,--output", options->output,
+                  "Trace file name; %p = pid, %h = host name (default: gpumemtrace.<app>.%p.db)");
+  run->add_flag("-f,--force", options->force, "Overwrite an existing trace file");
+  run->add_flag("--simulate", options->simulate,
+                "Use the simulated CUDA runtime (no GPU needed; memory is simulated, kernels are not run)");
+  run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
+  run->add_flag("--no-symbolize", options->no_symbolize,
+                "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
+  run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");
+  // No positional option: with prefix_command, CLI11 hands the app's argv over verbatim as remaining();
+  // after "--" main() has already taken it (set_run_app_argv).
+  return [options, run] {
+    std::vector<std::string> rest = run->remaining();
+    // prefix_command lets unknown options through as "remaining": before the app's name they are ours.
+    bool unknown_option = g_app_argv_after_separator ? !rest.empty() : (!rest.empty() && rest.front()[0] == '-');
+    if (unknown_option) {
+      fmt::print(stderr, "gpumemtrace: unknown option '{}' for run; see gpumemtrace run --help\n", rest.front());
+      return kExitBadInput;
+    }
+    options->command = g_app_argv_after_separator ? *g_app_argv_after_separator : rest;
+    if (options->command.empty()) {
+      fmt::print(stderr, "gpumemtrace: run needs the application to start: gpumemtrace run [options] -- app args\n");
+      return kExitBadInput;
+    }
+    return gmt::cli::run(*options);
+  };
+}
+
+}  // namespace gmt::cli
