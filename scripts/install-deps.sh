@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpumemtrace builds and tests with. The CUDA toolkit is not a Debian package:
+# it must already be installed, with nvcc on PATH (or in /usr/local/cuda/bin).
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config python3
+          libsqlite3-dev sqlite3 libfmt-dev libcli11-dev nlohmann-json3-dev
+          libunwind-dev libdw-dev libelf-dev libgtest-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: the CUDA toolkit (nvcc) is required and is not a Debian package; install CUDA 13 first" >&2
+  exit 1
+fi

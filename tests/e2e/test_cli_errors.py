@@ -1,0 +1,131 @@
+"""Bad input gets a clear message and a non-zero exit code; the app's exit code passes through."""
+import os
+import sqlite3
+import subprocess
+import unittest
+
+from gmt_e2e import CLI, TraceDirTestCase, run_cli, sample
+
+
+class RunErrorsTest(TraceDirTestCase):
+    def test_exit_code_passes_through(self):
+        result = run_cli("run", "-o", self.path("x.db"), "--", "sh", "-c", "exit 7")
+        self.assertEqual(result.returncode, 7, result.stderr)
+
+    def test_killed_app_reports_128_plus_signal(self):
+        result = run_cli("run", "-o", self.path("x.db"), "--", "sh", "-c", "kill -9 $$")
+        self.assertEqual(result.returncode, 128 + 9, result.stderr)
+        self.assertIn("signal 9", result.stderr)
+
+    def test_app_output_is_untouched(self):
+        result = run_cli("run", "-q", "-o", self.path("x.db"), "--", "sh", "-c", "echo out; echo err >&2")
+        self.assertEqual(result.stdout, "out\n")
+        self.assertEqual(result.stderr, "err\n")
+
+    def test_missing_app(self):
+        result = run_cli("run", "-o", self.path("x.db"), "--", "./no-such-app")
+        self.assertEqual(result.returncode, 127)
+        self.assertIn("cannot run './no-such-app'", result.stderr)
+
+    def test_not_executable(self):
+        script = self.path("script.txt")
+        open(script, "w").write("hello\n")
+        result = run_cli("run", "-o", self.path("x.db"), "--", script)
+        self.assertEqual(result.returncode, 126)
+
+    def test_unknown_option(self):
+        result = run_cli("run", "--no-such-option", "--", "true")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("no-such-option", result.stderr)
+
+    def test_no_command(self):
+        result = run_cli()
+        self.assertEqual(result.returncode, 2)
+
+    def test_existing_trace_is_not_overwritten(self):
+        trace = self.path("exists.db")
+        open(trace, "w").write("precious")
+        marker = self.path("ran")
+        result = run_cli("run", "-o", trace, "--", "touch", marker)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--force", result.stderr)
+        self.assertFalse(os.path.exists(marker), "the app must not run when the trace cannot be written")
+        self.assertEqual(open(trace).read(), "precious")
+        result = run_cli("run", "--force", "-o", trace, "--", "touch", marker)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue(os.path.exists(marker))
+
+    def test_output_directory_missing(self):
+        result = run_cli("run", "-o", self.path("no/such/dir/x.db"), "--", "true")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("cannot write the trace", result.stderr)
+
+    def test_unwritable_trace_inside_the_app_keeps_the_app_running(self):
+        # Preloaded by hand with an output the library cannot create: one warning, the app's result unchanged.
+        lib = os.path.join(os.path.dirname(CLI), "..", "lib", "gpumemtrace", "libgpumemtrace.so")
+        sim = os.path.join(os.path.dirname(CLI), "..", "lib", "gpumemtrace", "sim")
+        env = dict(os.environ, LD_PRELOAD=lib, LD_LIBRARY_PATH=sim, GMT_SIM_QUIET="1",
+                   GMT_OUTPUT=self.path("missing-dir/t.db"))
+        result = subprocess.run([sample("leaky")], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("truth:", result.stdout)
+        self.assertEqual(result.stderr.count("gpumemtrace: cannot create trace"), 1, result.stderr)
+        self.assertIn("continues without profiling", result.stderr)
+
+
+class ReportErrorsTest(TraceDirTestCase):
+    def check_bad(self, path, fragment):
+        result = run_cli("report", path)
+        self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+        self.assertIn(fragment, result.stderr)
+        self.assertIn(os.path.basename(path), result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+
+    def test_missing(self):
+        self.check_bad(self.path("missing.db"), "No such file")
+
+    def test_empty(self):
+        open(self.path("empty.db"), "w").close()
+        self.check_bad(self.path("empty.db"), "empty")
+
+    def test_not_sqlite(self):
+        open(self.path("text.db"), "w").write("this is not a trace\n" * 10)
+        self.check_bad(self.path("text.db"), "not an SQLite database")
+
+    def test_foreign_sqlite(self):
+        db = sqlite3.connect(self.path("foreign.db"))
+        db.execute("CREATE TABLE t(x)")
+        db.commit()
+        db.close()
+        self.check_bad(self.path("foreign.db"), "not a gpumemtrace trace")
+
+    def real_trace(self, name):
+        trace = self.path(name)
+        result = run_cli("run", "--simulate", "-q", "-o", trace, "--", sample("threaded"), "2", "3000")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        return trace
+
+    def test_newer_schema(self):
+        trace = self.real_trace("newer.db")
+        db = sqlite3.connect(trace)
+        db.execute("PRAGMA user_version = 999")
+        db.commit()
+        db.close()
+        self.check_bad(trace, "999")
+
+    def test_truncated(self):
+        trace = self.real_trace("truncated.db")
+        size = os.path.getsize(trace)
+        with open(trace, "r+b") as f:
+            f.truncate(size // 2)
+        self.check_bad(trace, "truncated")
+
+    def test_bad_format_option(self):
+        trace = self.real_trace("ok.db")
+        result = run_cli("report", "--format", "xml", trace)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("xml", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
