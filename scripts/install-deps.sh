@@ -3,7 +3,7 @@
 # it must already be installed, with nvcc on PATH (or in /usr/local/cuda/bin).
 set -euo pipefail
 
-packages=(cmake ninja-build g++ pkg-config python3
+packages=(cmake ninja-build g++ python3
           libsqlite3-dev sqlite3 libfmt-dev libcli11-dev nlohmann-json3-dev
           libunwind-dev libdw-dev libelf-dev libgtest-dev)
 
