@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 mkdir -p .gpu/debs
 cd .gpu/debs
 packages=(libsqlite3-dev libsqlite3-0 libunwind-dev libunwind8 libdw-dev libdw1 libelf-dev libelf1
-          zlib1g-dev liblzma-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev)
+          zlib1g-dev liblzma-dev libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev libgtest-dev)
 apt-get download "${packages[@]}" >/dev/null
+git -C ../.. describe --always --dirty > ../commit 2>/dev/null || true
 ls -1 *.deb | wc -l | xargs echo "gpu-prepare: debs in .gpu/debs:"

@@ -17,7 +17,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 {
   echo "== machine"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -1; g++ --version | head -1; cmake --version | head -1
-  echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "== commit $(git rev-parse --short HEAD 2>/dev/null || cat .gpu/commit 2>/dev/null || echo unknown)"
 } 2>&1 | tee "$out/machine.txt"
 
 build=/tmp/gmt-build
@@ -32,4 +32,6 @@ grep -E "tests passed" "$out/ctest.log"
 # The GPU suite's own verbose output, with its figures.
 ctest --test-dir "$build" -L gpu -V > "$out/gpu-suite.log" 2>&1
 grep -E "FIGURE|ok$|FAIL|ERROR|Ran |OK|SKIP" "$out/gpu-suite.log" | sed 's/^[0-9]*: //' | tail -40
+# Side-by-side overhead on the real GPU (docs/benchmarks.md).
+python3 bench/overhead.py "$build" 7 2>&1 | tee "$out/overhead.txt"
 exit $status

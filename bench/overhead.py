@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Side-by-side cost of the profiler: runs bench/alloc_pairs raw and under `gpumemtrace run` (with and without
+stacks), interleaved, several rounds, and prints the median ns per pair of each case, its spread, and the
+ratio to raw. Device timings move by tens of percent between runs, so only interleaved medians are compared.
+
+Usage: bench/overhead.py BUILD_DIR [rounds=5] [--simulate]
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run_once(command, env=None):
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(.*): ([0-9.]+) ns$", out, re.M)}
+
+
+def main():
+    build = sys.argv[1]
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 5
+    simulate = ["--simulate"] if "--simulate" in sys.argv else []
+    bench = os.path.join(build, "bench", "alloc_pairs")
+    cli = os.path.join(build, "bin", "gpumemtrace")
+    variants = {
+        "raw": lambda trace: [bench],
+        "gpumemtrace (stacks)": lambda trace: [cli, "run", "-q", "--no-symbolize", *simulate, "-o", trace, "--",
+                                               bench],
+        "gpumemtrace (no stacks)": lambda trace: [cli, "run", "-q", "--no-symbolize", "--no-stacks", *simulate,
+                                                  "-o", trace, "--", bench],
+    }
+    env = dict(os.environ)
+    if simulate:
+        env["LD_LIBRARY_PATH"] = os.path.join(build, "lib", "gpumemtrace", "sim")
+        env["GMT_SIM_QUIET"] = "1"
+    samples = {name: {} for name in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for index, (name, command) in enumerate(variants.items()):
+                trace = os.path.join(tmp, f"round{r}-variant{index}.db")
+                for case, ns in run_once(command(trace), env=env if name == "raw" else None).items():
+                    samples[name].setdefault(case, []).append(ns)
+    cases = list(samples["raw"])
+    print(f"{'case':40} " + " ".join(f"{name:>26}" for name in variants))
+    for case in cases:
+        raw = statistics.median(samples["raw"][case])
+        cells = []
+        for name in variants:
+            values = samples[name][case]
+            median = statistics.median(values)
+            spread = (max(values) - min(values)) / median * 100 if median else 0
+            ratio = median / raw if raw else 0
+            cells.append(f"{median:8.0f} ns ±{spread:3.0f}% {ratio:5.2f}x")
+        print(f"{case:40} " + " ".join(f"{c:>26}" for c in cells))
+    print(f"(median of {rounds} interleaved rounds; ±: (max-min)/median; x: ratio to raw)")
+
+
+if __name__ == "__main__":
+    main()
