@@ -1,6 +1,9 @@
 #include "analysis/model.h"
 
+#include "analysis/live_memory.h"
+
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <map>
 #include <unordered_map>
@@ -42,54 +45,6 @@ bool meta_flag(const TraceFile& trace, const char* key) {
   return trace.meta(key) == std::optional<std::string>("1");
 }
 
-struct LiveAllocation {
-  uint64_t size = 0;
-  int64_t stack_id = 0;
-  MemoryKind memory_kind = MemoryKind::None;
-  int64_t device = -1;
-  int64_t time_ns = 0;  // absolute
-  Api api = Api::Unknown;
-};
-
-// Running live bytes and their peaks. Unsigned arithmetic wraps instead of overflowing, so absurd sizes in a
-// damaged trace give absurd numbers, never undefined behaviour; adds and subtracts of the same sizes still
-// cancel exactly.
-class LiveBytes {
- public:
-  void add(MemoryKind kind, uint64_t size, int64_t time_ns) {
-    uint64_t* of_kind = by_kind_.find(kind);
-    if (!of_kind) return;  // not a counted kind: see kCountedKinds
-    *of_kind += size;
-    total_ += size;
-    if (*of_kind > *peak_by_kind_.find(kind)) {
-      *peak_by_kind_.find(kind) = *of_kind;
-      *peak_time_by_kind_.find(kind) = time_ns;
-    }
-    if (total_ > peak_) {
-      peak_ = total_;
-      peak_time_ = time_ns;
-    }
-  }
-  void remove(MemoryKind kind, uint64_t size) {
-    uint64_t* of_kind = by_kind_.find(kind);
-    if (!of_kind) return;
-    *of_kind -= size;
-    total_ -= size;
-  }
-
-  uint64_t peak() const { return peak_; }
-  int64_t peak_time() const { return peak_time_; }
-  const PerKind<uint64_t>& peak_by_kind() const { return peak_by_kind_; }
-  const PerKind<int64_t>& peak_time_by_kind() const { return peak_time_by_kind_; }
-
- private:
-  uint64_t total_ = 0;
-  PerKind<uint64_t> by_kind_;
-  uint64_t peak_ = 0;
-  int64_t peak_time_ = 0;
-  PerKind<uint64_t> peak_by_kind_;
-  PerKind<int64_t> peak_time_by_kind_;
-};
 
 struct ModuleRange {
   uint64_t base = 0;
@@ -151,6 +106,28 @@ class StackLoader {
       if (!frame.module) frame.module = module_containing(frame.pc);
       stack.frames.push_back(std::move(frame));
     }
+    drop_leading_runtime_frames(stack);
+  }
+
+  // A statically linked CUDA runtime lives inside the app's own binary, so the recorder cannot cut its
+  // frames by module as it does for libcudart.so: the innermost frames of a driver-level event are then
+  // cudart's (cudart::cudaApiMalloc, cudaMalloc, ...). The reader wants the app's call site first.
+  static bool is_cuda_runtime_function(const std::string& name) {
+    auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+    if (starts("cudart::") || starts("__cudart") || starts("libcudart")) return true;
+    // Exported runtime and driver entry points: cudaMalloc, cudaMallocAsync_ptsz, cuMemAlloc_v2, ...
+    bool api_name = (starts("cuda") && name.size() > 4 && std::isupper(static_cast<unsigned char>(name[4]))) ||
+                    (starts("cu") && name.size() > 2 && std::isupper(static_cast<unsigned char>(name[2])));
+    return api_name && name.find_first_of(":( ") == std::string::npos;
+  }
+
+  static void drop_leading_runtime_frames(Stack& stack) {
+    size_t first = 0;
+    while (first + 1 < stack.frames.size() && stack.frames[first].function &&
+           is_cuda_runtime_function(*stack.frames[first].function)) {
+      ++first;
+    }
+    if (first > 0) stack.frames.erase(stack.frames.begin(), stack.frames.begin() + static_cast<long>(first));
   }
 
   static std::optional<std::string> non_empty(std::optional<std::string> text) {
@@ -228,14 +205,17 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
   std::optional<int64_t> last_event_time;
   std::unordered_map<uint64_t, LiveAllocation> live;
   LiveBytes live_bytes;
+  VmmState vmm;
 
   // Time order is what matters for live bytes; id breaks ties in recording order (see the schema). The
   // LEFT JOIN costs one primary-key lookup per event and saves a second pass for the failures.
-  Statement events(trace,
-                   "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
-                   "e.stack_id, e.error, f.device_free, f.device_total "
-                   "FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id "
-                   "ORDER BY e.time_ns, e.id");
+  // Schema 1 traces have no handle column: read it as 0 there.
+  const char* handle_column = trace.schema_version() >= 2 ? "e.handle" : "0";
+  const std::string events_sql = std::string(
+      "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
+      "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
+      " FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id ORDER BY e.time_ns, e.id";
+  Statement events(trace, events_sql.c_str());
   while (events.step()) {
     ++report.trace.event_count;
     const int64_t time_ns = events.column_int(1);
@@ -296,8 +276,16 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
       if (!events.column_is_null(10)) failure.device_free = events.column_int(10);
       if (!events.column_is_null(11)) failure.device_total = events.column_int(11);
       report.failures.push_back(std::move(failure));
+    } else if (kind >= static_cast<int64_t>(EventKind::VmmCreate) &&
+               kind <= static_cast<int64_t>(EventKind::VmmUnmap)) {
+      LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8),
+                                MemoryKind::VmmPhysical, events.column_int(5), time_ns,
+                                api_from_code(events.column_int(3))};
+      if (size < 0) ++totals.inconsistencies;
+      vmm.apply(static_cast<EventKind>(kind), static_cast<uint64_t>(events.column_int(12)), address, allocation,
+                live_bytes, totals);
     }
-    // Stream and synchronize events do not change memory.
+    // Stream, synchronize, pool and address-range events do not change live memory.
   }
 
   const int64_t start = origin.value_or(0);
@@ -321,6 +309,9 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
       *report.peak_time_ns_by_kind.find(kind) = relative(*live_bytes.peak_time_by_kind().find(kind));
     }
   }
+
+  // Physical VMM memory still held at the end leaks like any allocation (keyed apart from addresses).
+  vmm.move_live_into(live);
 
   // Group what is still live by call stack as the user reads it: stacks whose frames resolve to the same
   // functions and source lines are one group even when their raw pcs differ (an unrolled or duplicated call

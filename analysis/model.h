@@ -24,8 +24,9 @@ struct AnalyzeOptions {
 
 // The memory kinds that count towards live bytes and the peak. Other codes (None, or unknown numbers in a
 // damaged trace) are tracked for leaks but not counted in live bytes.
-inline constexpr std::array<schema::MemoryKind, 3> kCountedKinds = {
-    schema::MemoryKind::Device, schema::MemoryKind::Managed, schema::MemoryKind::HostPinned};
+inline constexpr std::array<schema::MemoryKind, 4> kCountedKinds = {
+    schema::MemoryKind::Device, schema::MemoryKind::Managed, schema::MemoryKind::HostPinned,
+    schema::MemoryKind::VmmPhysical};
 
 // One number per counted memory kind.
 template <typename T>
@@ -33,6 +34,7 @@ struct PerKind {
   T device{};
   T managed{};
   T host_pinned{};
+  T vmm_physical{};  // cuMemCreate'd physical memory, live until released and unmapped
 
   // nullptr for kinds that are not counted.
   T* find(schema::MemoryKind kind) {
@@ -43,6 +45,8 @@ struct PerKind {
         return &managed;
       case schema::MemoryKind::HostPinned:
         return &host_pinned;
+      case schema::MemoryKind::VmmPhysical:
+        return &vmm_physical;
       default:
         return nullptr;
     }

@@ -19,7 +19,8 @@ Json optional_value(const std::optional<T>& value) {
 
 template <typename T>
 Json per_kind(const PerKind<T>& values) {
-  return Json{{"device", values.device}, {"managed", values.managed}, {"host_pinned", values.host_pinned}};
+  return Json{{"device", values.device}, {"managed", values.managed}, {"host_pinned", values.host_pinned},
+              {"vmm_physical", values.vmm_physical}};
 }
 
 Json stack_json(const Stack& stack) {

@@ -117,8 +117,10 @@ void append_totals(std::string& out, const Report& report) {
   if (totals.peak_bytes > 0) out += fmt::format(" at {}", format_duration(totals.peak_time_ns));
   out += "\n";
   const auto& peak = report.peak_by_kind;
-  out += fmt::format("  peak of each kind: device {}, managed {}, host pinned {}\n",
+  out += fmt::format("  peak of each kind: device {}, managed {}, host pinned {}",
                      format_bytes(peak.device), format_bytes(peak.managed), format_bytes(peak.host_pinned));
+  if (peak.vmm_physical > 0) out += fmt::format(", VMM physical {}", format_bytes(peak.vmm_physical));
+  out += "\n";
 }
 
 void append_leaks(std::string& out, const Report& report, const RenderOptions& options) {

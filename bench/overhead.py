@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Side-by-side cost of the profiler: runs bench/alloc_pairs raw and under `gpumemtrace run` (with and without
-stacks), interleaved, several rounds, and prints the median ns per pair of each case, its spread, and the
+"""Side-by-side cost of the profiler: runs bench/alloc_pairs raw and under `gpumemtrace run` with each backend
+(and CUPTI without stacks), interleaved, several rounds, and prints the median ns per pair of each case, its spread, and the
 ratio to raw. Device timings move by tens of percent between runs, so only interleaved medians are compared.
 
 Usage: bench/overhead.py BUILD_DIR [rounds=5] [--simulate]
@@ -24,13 +24,17 @@ def main():
     simulate = ["--simulate"] if "--simulate" in sys.argv else []
     bench = os.path.join(build, "bench", "alloc_pairs")
     cli = os.path.join(build, "bin", "gpumemtrace")
-    variants = {
-        "raw": lambda trace: [bench],
-        "gpumemtrace (stacks)": lambda trace: [cli, "run", "-q", "--no-symbolize", *simulate, "-o", trace, "--",
-                                               bench],
-        "gpumemtrace (no stacks)": lambda trace: [cli, "run", "-q", "--no-symbolize", "--no-stacks", *simulate,
-                                                  "-o", trace, "--", bench],
-    }
+    def profiled(*options):
+        return lambda trace: [cli, "run", "-q", "--no-symbolize", *options, *simulate, "-o", trace, "--", bench]
+
+    variants = {"raw": lambda trace: [bench]}
+    if simulate:  # the simulated runtime has no driver: only the runtime hooks apply
+        variants["runtime"] = profiled()
+        variants["runtime, no stacks"] = profiled("--no-stacks")
+    else:
+        for backend in ("cupti", "hooks", "runtime"):
+            variants[backend] = profiled("--backend", backend)
+        variants["cupti, no stacks"] = profiled("--backend", "cupti", "--no-stacks")
     env = dict(os.environ)
     if simulate:
         env["LD_LIBRARY_PATH"] = os.path.join(build, "lib", "gpumemtrace", "sim")
@@ -43,7 +47,7 @@ def main():
                 for case, ns in run_once(command(trace), env=env if name == "raw" else None).items():
                     samples[name].setdefault(case, []).append(ns)
     cases = list(samples["raw"])
-    print(f"{'case':40} " + " ".join(f"{name:>26}" for name in variants))
+    print(f"{'case':38} " + " ".join(f"{name:>26}" for name in variants))
     for case in cases:
         raw = statistics.median(samples["raw"][case])
         cells = []
@@ -53,7 +57,7 @@ def main():
             spread = (max(values) - min(values)) / median * 100 if median else 0
             ratio = median / raw if raw else 0
             cells.append(f"{median:8.0f} ns ±{spread:3.0f}% {ratio:5.2f}x")
-        print(f"{case:40} " + " ".join(f"{c:>26}" for c in cells))
+        print(f"{case:38} " + " ".join(f"{c:>26}" for c in cells))
     print(f"(median of {rounds} interleaved rounds; ±: (max-min)/median; x: ratio to raw)")
 
 

@@ -27,6 +27,7 @@ struct RunOptions {
   std::string output;  // pattern; empty: gpumemtrace.<app>.%p.db
   bool force = false;
   bool simulate = false;
+  std::string backend = "auto";
   bool no_stacks = false;
   bool no_symbolize = false;
   bool quiet = false;
@@ -68,7 +69,37 @@ std::vector<std::string> read_registry(const std::string& path) {
   return traces;
 }
 
+// libcupti of the CUDA toolkit in use: GMT_CUPTI_LIBRARY if set, else next to the nvcc on PATH, CUDA_HOME,
+// /usr/local/cuda. Empty when none is found: the library then asks the loader for libcupti.so.13.
+std::string find_cupti_library() {
+  if (const char* set = getenv("GMT_CUPTI_LIBRARY"); set && *set) return set;
+  std::vector<std::string> roots;
+  if (const char* path = getenv("PATH")) {
+    std::string dirs = path;
+    for (size_t start = 0; start <= dirs.size();) {
+      size_t end = dirs.find(':', start);
+      if (end == std::string::npos) end = dirs.size();
+      std::string dir = dirs.substr(start, end - start);
+      if (!dir.empty() && file_exists(dir + "/nvcc")) roots.push_back(dir + "/..");
+      start = end + 1;
+    }
+  }
+  if (const char* home = getenv("CUDA_HOME"); home && *home) roots.push_back(home);
+  roots.push_back("/usr/local/cuda");
+  for (const auto& root : roots) {
+    for (const char* lib : {"/lib64/libcupti.so.13", "/extras/CUPTI/lib64/libcupti.so.13", "/lib/libcupti.so.13"}) {
+      if (file_exists(root + lib)) return root + lib;
+    }
+  }
+  return {};
+}
+
 int run(const RunOptions& options) {
+  if (options.simulate && options.backend != "auto" && options.backend != "runtime") {
+    fmt::print(stderr, "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
+                       "--backend {} does not apply\n", options.backend);
+    return kExitBadInput;
+  }
   InstallLayout layout = find_install_layout();
   if (!file_exists(layout.preload_library)) {
     fmt::print(stderr, "gpumemtrace: the preload library is missing at '{}'; reinstall gpumemtrace\n",
@@ -91,11 +122,22 @@ int run(const RunOptions& options) {
   const char* old_preload = getenv("LD_PRELOAD");
   std::string preload = layout.preload_library;
   if (old_preload && *old_preload) preload += std::string(":") + old_preload;
+  // The simulated runtime has no driver below it: only the runtime hooks can see its allocations.
+  std::string backend = options.simulate ? "runtime" : options.backend;
   spec.environment = {{"LD_PRELOAD", preload},
+                      {"GMT_BACKEND", backend},
                       {"GMT_OUTPUT", spec.output_pattern},
                       {"GMT_REGISTRY", registry},
                       {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
                       {"GMT_SIMULATED", options.simulate ? "1" : "0"}};
+  if (backend != "runtime") {
+    // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
+    // Another tool's injection (Nsight, compute-sanitizer) is left in place; the hooks start CUPTI then.
+    const char* injection = getenv("CUDA_INJECTION64_PATH");
+    if (!injection || !*injection) spec.environment.emplace_back("CUDA_INJECTION64_PATH", layout.preload_library);
+    std::string cupti = find_cupti_library();
+    if (!cupti.empty()) spec.environment.emplace_back("GMT_CUPTI_LIBRARY", cupti);
+  }
   if (options.simulate) {
     const char* old_path = getenv("LD_LIBRARY_PATH");
     std::string library_path = layout.simulated_runtime_dir;
@@ -161,6 +203,7 @@ CommandAction add_run_command(CLI::App& app) {
       "Examples:\n"
       "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
+      "  gpumemtrace run --backend hooks -- ./app         # when another tool (Nsight, compute-sanitizer) holds CUPTI\n"
       "  gpumemtrace report train.db\n");
   run->prefix_command();  // everything from the app's name on belongs to the app, options included
   run->add_option("-o,--output", options->output,
@@ -168,6 +211,11 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("-f,--force", options->force, "Overwrite an existing trace file");
   run->add_flag("--simulate", options->simulate,
                 "Use the simulated CUDA runtime (no GPU needed; memory is simulated, kernels are not run)");
+  run->add_option("--backend", options->backend,
+                  "How allocations are seen: auto (CUPTI, else driver hooks), cupti, hooks (driver entry points), "
+                  "runtime (CUDA runtime symbols only)")
+      ->check(CLI::IsMember({"auto", "cupti", "hooks", "runtime"}))
+      ->capture_default_str();
   run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");

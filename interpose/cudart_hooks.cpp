@@ -1,9 +1,15 @@
 // The preloaded CUDA runtime hooks. Each hook: take the guard, call the real function, hand one event to the
 // recorder. Allocations are recorded after they succeed, frees before the real free runs (the address can be
 // reused by another thread the moment it returns: STYLE.md rule 5).
+//
+// When a driver-level backend counts (CUPTI or the driver hooks, recorder/backend.h), the allocation and free
+// hooks record nothing themselves: they only name the runtime call in progress, so the driver-level event for
+// the same allocation is reported under the name the app used. Nothing is counted twice.
 #include <cuda_runtime_api.h>
 
+#include "interpose/backend_start.h"
 #include "interpose/hook_table.h"
+#include "recorder/backend.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 
@@ -92,6 +98,11 @@ void record_stream_event(EventKind kind, Api api, cudaStream_t stream, cudaError
   extern "C" cudaError_t name params {                                                   \
     auto real = GMT_REAL(name);                                                          \
     if (!real) return kNoRuntime;                                                        \
+    gmt::interpose::ensure_backend_started();                                            \
+    if (gmt::recorder::driver_level_backend()) {                                         \
+      gmt::recorder::RuntimeApiScope naming(Api::api);                                   \
+      return real args;                                                                  \
+    }                                                                                    \
     HookScope scope;                                                                     \
     cudaError_t result = real args;                                                      \
     if (scope.active())                                                                  \
@@ -129,6 +140,11 @@ GMT_ALLOC_HOOK_AS(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, MemoryK
   extern "C" cudaError_t name params {                                          \
     auto real = GMT_REAL(name);                                                 \
     if (!real) return kNoRuntime;                                               \
+    gmt::interpose::ensure_backend_started();                                   \
+    if (gmt::recorder::driver_level_backend()) {                                \
+      gmt::recorder::RuntimeApiScope naming(Api::api);                          \
+      return real args;                                                         \
+    }                                                                           \
     HookScope scope;                                                            \
     /* cudaFree(nullptr) is the idiom for "create the context": not a free. */  \
     if (scope.active() && ptr_name) record_free(Api::api, memory_kind, ptr_name, stream_expr); \

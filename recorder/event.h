@@ -14,6 +14,8 @@ struct EventRecord {
   uint64_t address = 0;
   uint64_t size = 0;
   uint64_t stream = 0;
+  uint64_t handle = 0;   // VMM physical handle, or the pool of a pool allocation
+  uint64_t context = 0;  // CUcontext, 0 when unknown
   uint64_t device_free = 0;   // AllocFailed only, valid when has_memory_info
   uint64_t device_total = 0;  // AllocFailed only, valid when has_memory_info
   uint32_t stack_id = 0;      // 0 = no stack
@@ -28,6 +30,6 @@ struct EventRecord {
 };
 
 static_assert(std::is_trivially_copyable_v<EventRecord>);
-static_assert(sizeof(EventRecord) <= 72, "keep events small: buffers hold thousands of them");
+static_assert(sizeof(EventRecord) <= 88, "keep events small: buffers hold thousands of them");
 
 }  // namespace gmt::recorder

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "recorder/backend.h"
 #include "recorder/guard.h"
 #include "recorder/module_map.h"
 #include "recorder/settings.h"
@@ -76,6 +77,12 @@ void warn_once(const std::string& message) {
   (void)ignored;
 }
 
+void write_backend_meta(Recorder& r) {
+  r.writer.set_meta(schema::meta::kBackend, backend_name(active_backend()));
+  std::string note = backend_note();
+  if (!note.empty()) r.writer.set_meta(schema::meta::kBackendNote, note);
+}
+
 // Creates the trace file. Runs in the writer thread (or in finish() when the writer never ran).
 bool create_trace(Recorder& r) {
   if (r.trace_created) return r.writer.is_open();
@@ -94,7 +101,7 @@ bool create_trace(Recorder& r) {
   r.writer.set_meta(schema::meta::kStartUnixNs, std::to_string(s.start_unix_ns));
   r.writer.set_meta(schema::meta::kStartMonotonicNs, std::to_string(s.start_monotonic_ns));
   r.writer.set_meta(schema::meta::kSimulated, s.simulated ? "1" : "0");
-  r.writer.set_meta(schema::meta::kBackend, "runtime-hooks");
+  write_backend_meta(r);
   r.writer.set_meta(schema::meta::kToolVersion, GMT_VERSION);
   r.writer.set_meta(schema::meta::kDroppedEvents, "0");
   r.writer.set_meta(schema::meta::kComplete, "0");
@@ -247,6 +254,7 @@ void finish(bool close) {
   write_batch(r, batch);
   std::lock_guard write_lock(r.write_mutex);
   if (!r.writer.is_open()) return;
+  write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
   r.writer.set_meta(schema::meta::kEndMonotonicNs, std::to_string(now_ns()));
   r.writer.set_meta(schema::meta::kComplete, "1");
   if (close) r.writer.close();

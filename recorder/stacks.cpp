@@ -5,6 +5,7 @@
 #include <libunwind.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace gmt::recorder {
@@ -49,6 +50,23 @@ const OwnCode& own_code() {
   return own;
 }
 
+// Code ranges of the CUDA libraries (driver, CUPTI, shared runtime): with a driver-level backend the stack
+// is taken inside them, and their frames say nothing about where the app allocated. Filled by
+// skip_cuda_library_frames() before that backend records anything; read without a lock afterwards.
+constexpr int kMaxSkippedRanges = 16;
+OwnCode g_skipped[kMaxSkippedRanges];
+std::atomic<int> g_skipped_count{0};
+
+bool in_skipped_code(uintptr_t pc) {
+  const OwnCode& own = own_code();
+  if (pc >= own.begin && pc < own.end) return true;
+  int n = g_skipped_count.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    if (pc >= g_skipped[i].begin && pc < g_skipped[i].end) return true;
+  }
+  return false;
+}
+
 uint64_t hash_pcs(const uintptr_t* pcs, int depth) {
   uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(depth);
   for (int i = 0; i < depth; ++i) {
@@ -64,15 +82,48 @@ uint64_t hash_pcs(const uintptr_t* pcs, int depth) {
 void capture_stack(RawStack& stack) {
   void* frames[kMaxStackDepth + 8];
   int n = unw_backtrace(frames, kMaxStackDepth + 8);
-  const OwnCode& own = own_code();
   int first = 0;
-  while (first < n) {
-    auto pc = reinterpret_cast<uintptr_t>(frames[first]);
-    if (pc < own.begin || pc >= own.end) break;
-    ++first;
-  }
+  while (first < n && in_skipped_code(reinterpret_cast<uintptr_t>(frames[first]))) ++first;
   stack.depth = std::min(n - first, kMaxStackDepth);
   for (int i = 0; i < stack.depth; ++i) stack.pcs[i] = reinterpret_cast<uintptr_t>(frames[first + i]);
+}
+
+void skip_cuda_library_frames() {
+  static const char* const kPrefixes[] = {"libcuda.so", "libcupti.so", "libcudart.so"};
+  OwnCode found[kMaxSkippedRanges];
+  struct Search {
+    OwnCode* found;
+    int count;
+  } search{found, 0};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* s = static_cast<Search*>(data);
+        const char* name = info->dlpi_name ? info->dlpi_name : "";
+        const char* base = std::strrchr(name, '/');
+        base = base ? base + 1 : name;
+        bool wanted = false;
+        for (const char* prefix : kPrefixes) wanted |= std::strncmp(base, prefix, std::strlen(prefix)) == 0;
+        if (!wanted || s->count == kMaxSkippedRanges) return 0;
+        uintptr_t low = UINTPTR_MAX, high = 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD) continue;
+          low = std::min<uintptr_t>(low, info->dlpi_addr + ph.p_vaddr);
+          high = std::max<uintptr_t>(high, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+        }
+        if (low < high) s->found[s->count++] = OwnCode{low, high};
+        return 0;
+      },
+      &search);
+  // Publish entries before the count, so a reader never sees a slot that is not filled yet.
+  int known = g_skipped_count.load(std::memory_order_acquire);
+  for (int i = 0; i < search.count && known < kMaxSkippedRanges; ++i) {
+    bool duplicate = false;
+    for (int j = 0; j < known; ++j) duplicate |= g_skipped[j].begin == found[i].begin;
+    if (duplicate) continue;
+    g_skipped[known] = found[i];
+    g_skipped_count.store(++known, std::memory_order_release);
+  }
 }
 
 uint32_t StackTable::intern(const RawStack& stack) {

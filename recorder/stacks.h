@@ -21,6 +21,11 @@ struct RawStack {
 // which caches unwind info per thread (FACTS.md: ~0.1-0.3 us; glibc's backtrace() costs ~10 us per event).
 void capture_stack(RawStack& stack);
 
+// Also cut frames inside the CUDA driver, CUPTI and the shared CUDA runtime from the top of every stack from
+// now on (the libraries loaded at the time of the call). Called when a driver-level backend starts; may be
+// called again later (e.g. a runtime loaded afterwards). Not thread-safe against itself.
+void skip_cuda_library_frames();
+
 // A stack that was interned for the first time and must still be written to the trace.
 struct NewStack {
   uint32_t id;

@@ -33,7 +33,7 @@ bool TraceWriter::create(const std::string& path, std::string& error) {
   }
   bool ok = prepare(&insert_event_,
                     "INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, "
-                    "address, size, stack_id, error) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)") &&
+                    "address, size, stack_id, error, handle, context) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)") &&
             prepare(&insert_failure_,
                     "INSERT INTO alloc_failures(event_id, device_free, device_total) VALUES (?1, ?2, ?3)") &&
             prepare(&insert_stack_, "INSERT INTO stacks(id, depth) VALUES (?1, ?2)") &&
@@ -98,6 +98,8 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
       sqlite3_bind_int64(s, 10, static_cast<sqlite3_int64>(e.size));
       sqlite3_bind_int64(s, 11, e.stack_id);
       sqlite3_bind_int(s, 12, e.error);
+      sqlite3_bind_int64(s, 13, static_cast<sqlite3_int64>(e.handle));
+      sqlite3_bind_int64(s, 14, static_cast<sqlite3_int64>(e.context));
       ok &= step_and_reset(s);
       if (e.kind == schema::EventKind::AllocFailed) {
         sqlite3_bind_int64(insert_failure_, 1, sqlite3_last_insert_rowid(db_));

@@ -10,6 +10,15 @@ std::string_view to_string(EventKind kind) {
     case EventKind::StreamCreate: return "stream_create";
     case EventKind::StreamDestroy: return "stream_destroy";
     case EventKind::Synchronize: return "synchronize";
+    case EventKind::PoolCreate: return "pool_create";
+    case EventKind::PoolDestroy: return "pool_destroy";
+    case EventKind::PoolTrim: return "pool_trim";
+    case EventKind::VmmReserve: return "vmm_reserve";
+    case EventKind::VmmAddressFree: return "vmm_address_free";
+    case EventKind::VmmCreate: return "vmm_create";
+    case EventKind::VmmRelease: return "vmm_release";
+    case EventKind::VmmMap: return "vmm_map";
+    case EventKind::VmmUnmap: return "vmm_unmap";
   }
   return "unknown";
 }
@@ -20,6 +29,7 @@ std::string_view to_string(MemoryKind kind) {
     case MemoryKind::Device: return "device";
     case MemoryKind::Managed: return "managed";
     case MemoryKind::HostPinned: return "host_pinned";
+    case MemoryKind::VmmPhysical: return "vmm_physical";
   }
   return "unknown";
 }
@@ -44,6 +54,28 @@ std::string_view to_string(Api api) {
     case Api::cudaStreamDestroy: return "cudaStreamDestroy";
     case Api::cudaStreamSynchronize: return "cudaStreamSynchronize";
     case Api::cudaDeviceSynchronize: return "cudaDeviceSynchronize";
+    case Api::cuMemAlloc: return "cuMemAlloc";
+    case Api::cuMemAllocPitch: return "cuMemAllocPitch";
+    case Api::cuMemAllocManaged: return "cuMemAllocManaged";
+    case Api::cuMemAllocHost: return "cuMemAllocHost";
+    case Api::cuMemHostAlloc: return "cuMemHostAlloc";
+    case Api::cuMemFree: return "cuMemFree";
+    case Api::cuMemFreeHost: return "cuMemFreeHost";
+    case Api::cuMemAllocAsync: return "cuMemAllocAsync";
+    case Api::cuMemAllocFromPoolAsync: return "cuMemAllocFromPoolAsync";
+    case Api::cuMemFreeAsync: return "cuMemFreeAsync";
+    case Api::cuMemPoolCreate: return "cuMemPoolCreate";
+    case Api::cuMemPoolDestroy: return "cuMemPoolDestroy";
+    case Api::cuMemPoolTrimTo: return "cuMemPoolTrimTo";
+    case Api::cuMemCreate: return "cuMemCreate";
+    case Api::cuMemRelease: return "cuMemRelease";
+    case Api::cuMemMap: return "cuMemMap";
+    case Api::cuMemUnmap: return "cuMemUnmap";
+    case Api::cuMemAddressReserve: return "cuMemAddressReserve";
+    case Api::cuMemAddressFree: return "cuMemAddressFree";
+    case Api::cudaMemPoolCreate: return "cudaMemPoolCreate";
+    case Api::cudaMemPoolDestroy: return "cudaMemPoolDestroy";
+    case Api::cudaMemPoolTrimTo: return "cudaMemPoolTrimTo";
   }
   return "unknown";
 }
@@ -51,6 +83,8 @@ std::string_view to_string(Api api) {
 std::string_view to_string(Source source) {
   switch (source) {
     case Source::RuntimeHook: return "runtime_hook";
+    case Source::Cupti: return "cupti";
+    case Source::DriverHook: return "driver_hook";
   }
   return "unknown";
 }

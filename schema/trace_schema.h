@@ -13,7 +13,9 @@
 
 namespace gmt::schema {
 
-inline constexpr int kSchemaVersion = 1;
+// Version history: 1 = runtime hooks only; 2 = events.handle and events.context, driver-API, pool and
+// VMM events, CUPTI and driver-hook sources.
+inline constexpr int kSchemaVersion = 2;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -24,6 +26,18 @@ enum class EventKind : uint8_t {
   StreamCreate = 4,  // stream = the new stream handle
   StreamDestroy = 5,
   Synchronize = 6,   // cudaStreamSynchronize (stream set) or cudaDeviceSynchronize (stream 0)
+  // Stream-ordered memory pools: address = the pool handle.
+  PoolCreate = 7,
+  PoolDestroy = 8,
+  PoolTrim = 9,  // size = the minimum bytes to keep
+  // Virtual memory management (cuMem* VMM). Physical memory is a handle: it is live from VmmCreate until
+  // VmmRelease *and* the last VmmUnmap of it (the driver frees it only then).
+  VmmReserve = 10,      // address, size: a virtual address range reserved
+  VmmAddressFree = 11,  // address, size: the range given back
+  VmmCreate = 12,       // handle, size: physical memory created
+  VmmRelease = 13,      // handle
+  VmmMap = 14,          // address, size, handle: physical memory mapped into a reserved range
+  VmmUnmap = 15,        // address, size
 };
 
 enum class MemoryKind : uint8_t {
@@ -31,6 +45,7 @@ enum class MemoryKind : uint8_t {
   Device = 1,
   Managed = 2,
   HostPinned = 3,
+  VmmPhysical = 4,  // physical memory created with cuMemCreate (counted once, however often it is mapped)
 };
 
 // Which hooked function produced an event. Driver-API and CUPTI ids are appended by later versions.
@@ -53,11 +68,36 @@ enum class Api : uint8_t {
   cudaStreamDestroy = 15,
   cudaStreamSynchronize = 16,
   cudaDeviceSynchronize = 17,
+  // Driver API (seen through CUPTI's driver callbacks or the driver entry-point hooks).
+  cuMemAlloc = 18,  // cuMemAlloc_v2
+  cuMemAllocPitch = 19,
+  cuMemAllocManaged = 20,
+  cuMemAllocHost = 21,
+  cuMemHostAlloc = 22,
+  cuMemFree = 23,
+  cuMemFreeHost = 24,
+  cuMemAllocAsync = 25,
+  cuMemAllocFromPoolAsync = 26,
+  cuMemFreeAsync = 27,
+  cuMemPoolCreate = 28,
+  cuMemPoolDestroy = 29,
+  cuMemPoolTrimTo = 30,
+  cuMemCreate = 31,
+  cuMemRelease = 32,
+  cuMemMap = 33,
+  cuMemUnmap = 34,
+  cuMemAddressReserve = 35,
+  cuMemAddressFree = 36,
+  cudaMemPoolCreate = 37,
+  cudaMemPoolDestroy = 38,
+  cudaMemPoolTrimTo = 39,
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
 enum class Source : uint8_t {
-  RuntimeHook = 1,  // interpose/: the preloaded cudart symbol
+  RuntimeHook = 1,  // interpose/: the preloaded cudart symbol (backend "runtime")
+  Cupti = 2,        // cupti/: a CUPTI driver-API callback (backend "cupti")
+  DriverHook = 3,   // interpose/: a hooked driver entry point (backend "hooks")
 };
 
 std::string_view to_string(EventKind kind);
@@ -66,10 +106,10 @@ std::string_view to_string(Api api);
 std::string_view to_string(Source source);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 6;
-inline constexpr int kMaxMemoryKind = 3;
-inline constexpr int kMaxApi = 17;
-inline constexpr int kMaxSource = 1;
+inline constexpr int kMaxEventKind = 15;
+inline constexpr int kMaxMemoryKind = 4;
+inline constexpr int kMaxApi = 39;
+inline constexpr int kMaxSource = 3;
 
 // Creates every table of a new trace. Run once, in one transaction, by the writer that creates the file.
 // Indexes that only the analyzer needs are created after the run (kCreateAnalysisIndexesSql), so the
@@ -96,7 +136,9 @@ CREATE TABLE events (
   address     INTEGER NOT NULL,
   size        INTEGER NOT NULL,     -- bytes granted (Alloc) or requested (AllocFailed); 0 for Free
   stack_id    INTEGER NOT NULL,     -- stacks.id, 0 when no stack was taken
-  error       INTEGER NOT NULL      -- cudaError_t the call returned; 0 for success
+  error       INTEGER NOT NULL,     -- cudaError_t / CUresult the call returned; 0 for success
+  handle      INTEGER NOT NULL DEFAULT 0,  -- VMM physical handle, or the pool of a pool allocation (v2)
+  context     INTEGER NOT NULL DEFAULT 0   -- CUcontext as an integer, 0 when unknown (v2)
 );
 CREATE TABLE alloc_failures (
   event_id     INTEGER PRIMARY KEY,  -- events.id of an AllocFailed event
@@ -144,7 +186,8 @@ inline constexpr const char* kStartMonotonicNs = "start_monotonic_ns";
 inline constexpr const char* kEndMonotonicNs = "end_monotonic_ns";  // written at a clean exit
 inline constexpr const char* kComplete = "complete";          // "1" once the process exited cleanly
 inline constexpr const char* kSimulated = "simulated";        // "1" under the simulated CUDA runtime
-inline constexpr const char* kBackend = "backend";            // e.g. "runtime-hooks"
+inline constexpr const char* kBackend = "backend";  // "cupti", "hooks" or "runtime" (see Source)
+inline constexpr const char* kBackendNote = "backend_note";  // why this backend: e.g. CUPTI refused
 inline constexpr const char* kToolVersion = "gpumemtrace_version";
 inline constexpr const char* kDroppedEvents = "dropped_events";  // events lost (should stay "0")
 inline constexpr const char* kSymbolized = "symbolized";         // "1" once symbols are filled

@@ -391,4 +391,76 @@ TEST(ModelTest, UnsymbolizedStacksGroupByPc) {
   EXPECT_EQ(report.leaks.size(), 2u);
 }
 
+TEST(ModelTest, VmmPhysicalMemoryLivesUntilReleasedAndUnmapped) {
+  using schema::EventKind;
+  TraceBuilder builder;
+  auto vmm = [&](int64_t t, EventKind kind, int64_t address, int64_t size, int64_t handle, int64_t stack = 0) {
+    EventRow row;
+    row.time_ns = t;
+    row.kind = kind;
+    row.api = static_cast<int64_t>(Api::cuMemCreate);
+    row.memory_kind = static_cast<int64_t>(kind == EventKind::VmmCreate ? MemoryKind::VmmPhysical : MemoryKind::None);
+    row.address = address;
+    row.size = size;
+    row.handle = handle;
+    row.stack_id = stack;
+    builder.event(row);
+  };
+  int64_t kept = builder.stack({0x4242});
+  vmm(1, EventKind::VmmReserve, 0x700000000, 8 << 20, 0);
+  vmm(2, EventKind::VmmCreate, 0, 2 << 20, 11);                 // released while mapped ...
+  vmm(3, EventKind::VmmMap, 0x700000000, 2 << 20, 11);
+  vmm(4, EventKind::VmmCreate, 0, 4 << 20, 12, kept);           // never released: the leak
+  vmm(5, EventKind::VmmMap, 0x700200000, 4 << 20, 12);
+  vmm(6, EventKind::VmmRelease, 0, 0, 11);                      // ... still held by its mapping
+  vmm(7, EventKind::VmmUnmap, 0x700000000, 2 << 20, 0);         // now the 2 MiB are freed
+  vmm(8, EventKind::VmmAddressFree, 0x700000000, 8 << 20, 0);
+  Report report = analyze(builder);
+  EXPECT_EQ(report.totals.allocations, 2u);
+  EXPECT_EQ(report.totals.frees, 1u);
+  EXPECT_EQ(report.totals.peak_bytes, uint64_t{6} << 20);
+  EXPECT_EQ(report.totals.peak_time_ns, 4);
+  EXPECT_EQ(report.peak_by_kind.vmm_physical, uint64_t{6} << 20);
+  EXPECT_EQ(report.totals.leaked_bytes, uint64_t{4} << 20);
+  EXPECT_EQ(report.totals.leaked_allocations, 1u);
+  ASSERT_EQ(report.leaks.size(), 1u);
+  EXPECT_EQ(report.leaks[0].stack.id, kept);
+  EXPECT_EQ(report.leaks[0].memory_kinds, (std::vector<MemoryKind>{MemoryKind::VmmPhysical}));
+  EXPECT_EQ(report.leaked_by_kind.vmm_physical, uint64_t{4} << 20);
+  EXPECT_EQ(report.totals.inconsistencies, 0u);
+}
+
+TEST(ModelTest, StaticRuntimeFramesAreCutFromTheTopOfAStack) {
+  // With a static cudart the runtime's frames are inside the app binary; the app's call site comes first.
+  TraceBuilder builder;
+  int64_t module = builder.module("/app", 0x1000, 0x10000);
+  int64_t stack = builder.stack({0x1100, 0x1200, 0x1300, 0x1400});
+  builder.symbol(0x1100, "cudart::cudaApiMalloc(void**, unsigned long)", "cudart.cpp", 10, module);
+  builder.symbol(0x1200, "cudaMalloc", "api.cpp", 20, module);
+  builder.symbol(0x1300, "load_weights(unsigned long)", "leaky.cu", 19, module);
+  builder.symbol(0x1400, "main", "leaky.cu", 76, module);
+  builder.alloc(1, 0xa000, 100, stack);
+  Report report = analyze(builder);
+  ASSERT_EQ(report.leaks.size(), 1u);
+  ASSERT_EQ(report.leaks[0].stack.frames.size(), 2u);
+  EXPECT_EQ(report.leaks[0].stack.frames[0].function, "load_weights(unsigned long)");
+  EXPECT_EQ(report.leaks[0].stack.frames[1].function, "main");
+}
+
+TEST(ModelTest, SchemaVersion1TracesAreStillRead) {
+  // Version 1 had no events.handle / events.context columns; the reader accepts older versions.
+  test_support::TraceBuilderOptions options;
+  options.user_version = 1;
+  TraceBuilder builder(options);
+  builder.alloc(1, 0xa000, 100);
+  builder.alloc(2, 0xb000, 50);
+  builder.free(3, 0xa000);
+  builder.exec("ALTER TABLE events DROP COLUMN handle");
+  builder.exec("ALTER TABLE events DROP COLUMN context");
+  Report report = analyze(builder);
+  EXPECT_EQ(report.trace.schema_version, 1);
+  EXPECT_EQ(report.totals.leaked_bytes, 50u);
+  EXPECT_EQ(report.totals.peak_bytes, 150u);
+}
+
 }  // namespace gmt::analysis

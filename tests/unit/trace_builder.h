@@ -43,6 +43,7 @@ struct EventRow {
   int64_t size = 0;
   int64_t stack_id = 0;
   int64_t error = 0;
+  int64_t handle = 0;  // VMM physical handle, or a pool
 };
 
 class TraceBuilder {
@@ -112,10 +113,9 @@ class TraceBuilder {
 
   int64_t event(const EventRow& row) {
     run("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, address, "
-        "size, "
-        "stack_id, error) VALUES (?1, ?2, ?3, 1, ?4, 1000, ?5, 0, ?6, ?7, ?8, ?9)",
+        "size, stack_id, error, handle) VALUES (?1, ?2, ?3, 1, ?4, 1000, ?5, 0, ?6, ?7, ?8, ?9, ?10)",
         {kStartNs + row.time_ns, static_cast<int64_t>(row.kind), row.api, row.memory_kind, row.device,
-         row.address, row.size, row.stack_id, row.error});
+         row.address, row.size, row.stack_id, row.error, row.handle});
     return sqlite3_last_insert_rowid(db_);
   }
 

@@ -1,0 +1,82 @@
+#include "interpose/backend_start.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <string>
+
+#include "cupti/cupti_backend.h"
+#include "recorder/backend.h"
+#include "recorder/settings.h"
+#include "recorder/stacks.h"
+
+namespace gmt::interpose {
+namespace {
+
+using recorder::Backend;
+using recorder::BackendRequest;
+
+// Set while this thread decides: CUPTI's start calls into the driver, whose hooks land here again.
+thread_local bool t_deciding __attribute__((tls_model("initial-exec"))) = false;
+
+// Without a driver below the runtime (the simulated runtime, or a machine with no NVIDIA driver) no
+// driver-level backend can see anything: count at the runtime level instead.
+bool driver_present() {
+  if (recorder::settings().simulated) return false;
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!driver) driver = dlopen("libcuda.so.1", RTLD_LAZY);
+  if (!driver) return false;
+  dlclose(driver);
+  return true;
+}
+
+void decide() {
+  BackendRequest request = recorder::requested_backend();
+  if (request == BackendRequest::Runtime) {
+    recorder::set_active_backend(Backend::Runtime, "");
+    return;
+  }
+  if (!driver_present()) {
+    recorder::set_active_backend(
+        Backend::Runtime, request == BackendRequest::Auto ? "" : "no CUDA driver here (libcuda.so.1): counting at the runtime level");
+    return;
+  }
+  if (request == BackendRequest::Hooks) {
+    recorder::set_active_backend(Backend::DriverHooks, "");
+    return;
+  }
+  std::string why;
+  if (cupti::start(why)) {
+    recorder::set_active_backend(Backend::Cupti, "");
+    return;
+  }
+  recorder::set_active_backend(Backend::DriverHooks,
+                               why + "; using the driver entry-point hooks instead (--backend hooks)");
+}
+
+// Driver-level backends take stacks inside libcuda and CUPTI: cut those frames.
+void decide_and_prepare_stacks() {
+  decide();
+  if (recorder::driver_level_backend()) recorder::skip_cuda_library_frames();
+}
+
+}  // namespace
+
+void ensure_backend_started() {
+  if (recorder::active_backend() != Backend::Undecided || t_deciding) return;
+  static std::mutex mutex;  // other threads wait until the first one has decided
+  std::lock_guard lock(mutex);
+  if (recorder::active_backend() != Backend::Undecided) return;
+  t_deciding = true;
+  decide_and_prepare_stacks();
+  t_deciding = false;
+}
+
+}  // namespace gmt::interpose
+
+// The driver loads CUDA_INJECTION64_PATH (gpumemtrace run points it at this library) at cuInit and calls
+// this, before the app's first driver call returns: the earliest moment CUPTI can be started.
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  gmt::interpose::ensure_backend_started();
+  return 1;
+}

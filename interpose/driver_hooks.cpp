@@ -1,0 +1,332 @@
+// The "hooks" backend (recorder/backend.h): wrapped CUDA driver entry points, for when CUPTI cannot be had.
+// driver_hook_table.h lists them and says how the app reaches them. Each wrapper is thin: decide the backend,
+// find the real function, pass straight through unless the driver hooks are the backend that counts, and
+// otherwise record one event through recorder/driver_events.h, the same calls the CUPTI backend makes.
+// Allocations are recorded after they return (failures as failures), frees and other releases before the real
+// call: the address or handle can be reused by another thread the moment it returns (STYLE.md rule 5).
+#include <optional>
+
+#include "interpose/backend_start.h"
+#include "interpose/driver_api.h"
+#include "interpose/driver_hook_table.h"
+#include "recorder/backend.h"
+#include "recorder/driver_events.h"
+#include "recorder/guard.h"
+
+namespace {
+
+using gmt::recorder::DeviceMemoryInfo;
+using gmt::recorder::DriverCall;
+using gmt::recorder::HookScope;
+using gmt::schema::Api;
+using gmt::schema::EventKind;
+using gmt::schema::MemoryKind;
+
+// What a wrapper returns when there is no driver behind it: reachable only through our exported symbols
+// (dlsym(RTLD_DEFAULT, ...) finds them first) in a process where libcuda.so.1 cannot be loaded.
+constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
+
+bool hooks_count() { return gmt::recorder::active_backend() == gmt::recorder::Backend::DriverHooks; }
+
+int16_t current_device() {
+  CUdevice device = -1;
+  auto get_device = GMT_DRIVER_REAL(cuCtxGetDevice);
+  if (get_device && get_device(&device) == CUDA_SUCCESS) return static_cast<int16_t>(device);
+  return -1;
+}
+
+uint64_t current_context() {
+  CUcontext context = nullptr;
+  auto get_current = GMT_DRIVER_REAL(cuCtxGetCurrent);
+  if (get_current && get_current(&context) == CUDA_SUCCESS) return reinterpret_cast<uint64_t>(context);
+  return 0;
+}
+
+// `device` = -2: ask the current context (host-pinned memory has no device: no query).
+DriverCall make_call(Api api, CUresult result, MemoryKind kind, CUstream stream = nullptr, int device = -2) {
+  DriverCall call;
+  call.driver_api = api;
+  call.source = gmt::schema::Source::DriverHook;
+  call.result = static_cast<int32_t>(result);
+  call.device = device != -2 ? static_cast<int16_t>(device) : kind == MemoryKind::HostPinned ? -1 : current_device();
+  call.context = current_context();
+  call.stream = reinterpret_cast<uint64_t>(stream);
+  return call;
+}
+
+int device_of(const CUmemLocation& location) {
+  return location.type == CU_MEM_LOCATION_TYPE_DEVICE ? location.id : -1;
+}
+
+// OOM forensics: what the device said was free right after an out-of-memory error. Only then: after other
+// errors the context may be unusable.
+std::optional<DeviceMemoryInfo> memory_after_oom(CUresult result, MemoryKind kind) {
+  if (result != CUDA_ERROR_OUT_OF_MEMORY || kind == MemoryKind::HostPinned) return std::nullopt;
+  size_t free_bytes = 0, total_bytes = 0;
+  auto get_info = GMT_DRIVER_REAL(cuMemGetInfo_v2);
+  if (!get_info || get_info(&free_bytes, &total_bytes) != CUDA_SUCCESS) return std::nullopt;
+  return DeviceMemoryInfo{free_bytes, total_bytes};
+}
+
+// The address an allocation wrote, read only after it succeeded.
+uint64_t written(CUresult result, const CUdeviceptr* out) { return result == CUDA_SUCCESS && out ? *out : 0; }
+uint64_t written(CUresult result, void* const* out) {
+  return result == CUDA_SUCCESS && out ? reinterpret_cast<uint64_t>(*out) : 0;
+}
+
+void record_alloc(Api api, MemoryKind kind, CUresult result, uint64_t address, uint64_t size,
+                  CUstream stream = nullptr, CUmemoryPool pool = nullptr) {
+  gmt::recorder::record_driver_alloc(make_call(api, result, kind, stream), kind, address, size,
+                                     reinterpret_cast<uint64_t>(pool), memory_after_oom(result, kind));
+}
+
+void record_free(Api api, MemoryKind kind, uint64_t address, CUstream stream = nullptr) {
+  if (address == 0) return;  // freeing null is a no-op: skip the driver queries too
+  gmt::recorder::record_driver_free(make_call(api, CUDA_SUCCESS, kind, stream), kind, address);
+}
+
+// Pool and VMM events; record_driver_event keeps only successful calls ("before" events pass CUDA_SUCCESS).
+void record_event(Api api, EventKind kind, CUresult result, uint64_t address, uint64_t size, uint64_t handle,
+                  int device = -2) {
+  if (result != CUDA_SUCCESS) return;
+  gmt::recorder::record_driver_event(make_call(api, result, MemoryKind::None, nullptr, device), kind, address,
+                                     size, handle);
+}
+
+// The driver's answer to cuGetProcAddress, with our wrapper in place of a function we wrap. Matched by
+// address against libcuda's exported functions, so whatever version the driver picked for (symbol,
+// cudaVersion, flags), the wrapper handed out is the one of exactly that function; no match, no change.
+void* substitute(const char* symbol, void* found, int cuda_version, cuuint64_t flags) {
+  int index = gmt::interpose::driver_hook_for_real(found);
+  if (gmt::interpose::driver_debug_enabled() && (index >= 0 || (symbol && symbol[0] == 'c' && symbol[1] == 'u' &&
+                                                                symbol[2] == 'M' && symbol[3] == 'e'))) {
+    gmt::interpose::driver_debug("cuGetProcAddress(\"%s\", %d, %llu) = %p: %s%s", symbol, cuda_version,
+                                 static_cast<unsigned long long>(flags), found,
+                                 index >= 0 ? "wrapper " : "no wrapper (not a wrapped function's address)",
+                                 index >= 0 ? gmt::interpose::driver_hook_name(index) : "");
+  }
+  return index >= 0 ? gmt::interpose::driver_wrapper(index) : found;
+}
+
+}  // namespace
+
+// Every recording wrapper starts the same way. The real call runs inside the guard, so that driver functions
+// the driver calls through its own exports are not counted twice.
+#define GMT_DRIVER_PROLOGUE(name, args)      \
+  gmt::interpose::ensure_backend_started(); \
+  auto real = GMT_DRIVER_REAL(name);        \
+  if (!real) return kNoDriver;              \
+  if (!hooks_count()) return real args;     \
+  HookScope scope;                          \
+  if (!scope.active()) return real args
+
+// ---- initialization and entry points -------------------------------------------------------------------
+
+// The app's first driver call: the earliest moment to decide the backend when no injection path is set.
+extern "C" CUresult cuInit(unsigned int Flags) {
+  gmt::interpose::ensure_backend_started();
+  auto real = GMT_DRIVER_REAL(cuInit);
+  return real ? real(Flags) : kNoDriver;
+}
+
+// No ensure_backend_started in these two: cudart calls them hundreds of times inside its own initialization,
+// and what they hand out does not depend on the backend (the wrappers pass through unless the hooks count).
+extern "C" CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+  auto real = GMT_DRIVER_REAL(cuGetProcAddress);
+  if (!real) return kNoDriver;
+  CUresult result = real(symbol, pfn, cudaVersion, flags);
+  if (result == CUDA_SUCCESS && pfn && *pfn) *pfn = substitute(symbol, *pfn, cudaVersion, flags);
+  return result;
+}
+
+extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                                        CUdriverProcAddressQueryResult* symbolStatus) {
+  auto real = GMT_DRIVER_REAL(cuGetProcAddress_v2);
+  if (!real) return kNoDriver;
+  CUresult result = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+  if (result == CUDA_SUCCESS && pfn && *pfn) *pfn = substitute(symbol, *pfn, cudaVersion, flags);
+  return result;
+}
+
+// ---- allocations -------------------------------------------------------------------------------------------
+
+extern "C" CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  GMT_DRIVER_PROLOGUE(cuMemAlloc_v2, (dptr, bytesize));
+  CUresult result = real(dptr, bytesize);
+  record_alloc(Api::cuMemAlloc, MemoryKind::Device, result, written(result, dptr), bytesize);
+  return result;
+}
+
+// Accounted at the granted size (pitch x rows), which is what the device holds; a failure at the request.
+extern "C" CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
+                                       unsigned int ElementSizeBytes) {
+  GMT_DRIVER_PROLOGUE(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+  CUresult result = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+  uint64_t size = result == CUDA_SUCCESS && pPitch ? *pPitch * Height : WidthInBytes * Height;
+  record_alloc(Api::cuMemAllocPitch, MemoryKind::Device, result, written(result, dptr), size);
+  return result;
+}
+
+extern "C" CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  GMT_DRIVER_PROLOGUE(cuMemAllocManaged, (dptr, bytesize, flags));
+  CUresult result = real(dptr, bytesize, flags);
+  record_alloc(Api::cuMemAllocManaged, MemoryKind::Managed, result, written(result, dptr), bytesize);
+  return result;
+}
+
+extern "C" CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  GMT_DRIVER_PROLOGUE(cuMemAllocHost_v2, (pp, bytesize));
+  CUresult result = real(pp, bytesize);
+  record_alloc(Api::cuMemAllocHost, MemoryKind::HostPinned, result, written(result, pp), bytesize);
+  return result;
+}
+
+extern "C" CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  GMT_DRIVER_PROLOGUE(cuMemHostAlloc, (pp, bytesize, Flags));
+  CUresult result = real(pp, bytesize, Flags);
+  record_alloc(Api::cuMemHostAlloc, MemoryKind::HostPinned, result, written(result, pp), bytesize);
+  return result;
+}
+
+// The _ptsz twins record under the plain call's id: to the user they are the same call.
+#define GMT_DRIVER_ALLOC_ASYNC(name)                                                                        \
+  extern "C" CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {                          \
+    GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, hStream));                                                   \
+    CUresult result = real(dptr, bytesize, hStream);                                                        \
+    record_alloc(Api::cuMemAllocAsync, MemoryKind::Device, result, written(result, dptr), bytesize, hStream); \
+    return result;                                                                                          \
+  }
+GMT_DRIVER_ALLOC_ASYNC(cuMemAllocAsync)
+GMT_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
+
+#define GMT_DRIVER_ALLOC_FROM_POOL(name)                                                                   \
+  extern "C" CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {      \
+    GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, pool, hStream));                                            \
+    CUresult result = real(dptr, bytesize, pool, hStream);                                                 \
+    record_alloc(Api::cuMemAllocFromPoolAsync, MemoryKind::Device, result, written(result, dptr), bytesize, \
+                 hStream, pool);                                                                           \
+    return result;                                                                                         \
+  }
+GMT_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
+GMT_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
+
+// ---- frees -------------------------------------------------------------------------------------------------
+
+extern "C" CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  GMT_DRIVER_PROLOGUE(cuMemFree_v2, (dptr));
+  record_free(Api::cuMemFree, MemoryKind::Device, dptr);
+  return real(dptr);
+}
+
+extern "C" CUresult cuMemFreeHost(void* p) {
+  GMT_DRIVER_PROLOGUE(cuMemFreeHost, (p));
+  record_free(Api::cuMemFreeHost, MemoryKind::HostPinned, reinterpret_cast<uint64_t>(p));
+  return real(p);
+}
+
+#define GMT_DRIVER_FREE_ASYNC(name)                                            \
+  extern "C" CUresult name(CUdeviceptr dptr, CUstream hStream) {               \
+    GMT_DRIVER_PROLOGUE(name, (dptr, hStream));                                \
+    record_free(Api::cuMemFreeAsync, MemoryKind::Device, dptr, hStream);       \
+    return real(dptr, hStream);                                                \
+  }
+GMT_DRIVER_FREE_ASYNC(cuMemFreeAsync)
+GMT_DRIVER_FREE_ASYNC(cuMemFreeAsync_ptsz)
+
+// ---- stream-ordered memory pools ---------------------------------------------------------------------------
+
+extern "C" CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* poolProps) {
+  GMT_DRIVER_PROLOGUE(cuMemPoolCreate, (pool, poolProps));
+  CUresult result = real(pool, poolProps);
+  if (result == CUDA_SUCCESS && pool)
+    record_event(Api::cuMemPoolCreate, EventKind::PoolCreate, result, reinterpret_cast<uint64_t>(*pool), 0, 0,
+                 poolProps ? device_of(poolProps->location) : -2);
+  return result;
+}
+
+extern "C" CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  GMT_DRIVER_PROLOGUE(cuMemPoolDestroy, (pool));
+  record_event(Api::cuMemPoolDestroy, EventKind::PoolDestroy, CUDA_SUCCESS, reinterpret_cast<uint64_t>(pool), 0, 0);
+  return real(pool);
+}
+
+extern "C" CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  GMT_DRIVER_PROLOGUE(cuMemPoolTrimTo, (pool, minBytesToKeep));
+  CUresult result = real(pool, minBytesToKeep);
+  record_event(Api::cuMemPoolTrimTo, EventKind::PoolTrim, result, reinterpret_cast<uint64_t>(pool), minBytesToKeep,
+               0);
+  return result;
+}
+
+// ---- virtual memory management -----------------------------------------------------------------------------
+
+extern "C" CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                                unsigned long long flags) {
+  GMT_DRIVER_PROLOGUE(cuMemCreate, (handle, size, prop, flags));
+  CUresult result = real(handle, size, prop, flags);
+  // The device is the one the physical memory lives on, not the current context's.
+  if (result == CUDA_SUCCESS && handle)
+    record_event(Api::cuMemCreate, EventKind::VmmCreate, result, 0, size, *handle,
+                 prop ? device_of(prop->location) : -2);
+  return result;
+}
+
+extern "C" CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  GMT_DRIVER_PROLOGUE(cuMemRelease, (handle));
+  record_event(Api::cuMemRelease, EventKind::VmmRelease, CUDA_SUCCESS, 0, 0, handle);
+  return real(handle);
+}
+
+extern "C" CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                             unsigned long long flags) {
+  GMT_DRIVER_PROLOGUE(cuMemMap, (ptr, size, offset, handle, flags));
+  CUresult result = real(ptr, size, offset, handle, flags);
+  record_event(Api::cuMemMap, EventKind::VmmMap, result, ptr, size, handle);
+  return result;
+}
+
+extern "C" CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  GMT_DRIVER_PROLOGUE(cuMemUnmap, (ptr, size));
+  record_event(Api::cuMemUnmap, EventKind::VmmUnmap, CUDA_SUCCESS, ptr, size, 0);
+  return real(ptr, size);
+}
+
+extern "C" CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                        unsigned long long flags) {
+  GMT_DRIVER_PROLOGUE(cuMemAddressReserve, (ptr, size, alignment, addr, flags));
+  CUresult result = real(ptr, size, alignment, addr, flags);
+  if (result == CUDA_SUCCESS && ptr)
+    record_event(Api::cuMemAddressReserve, EventKind::VmmReserve, result, *ptr, size, 0);
+  return result;
+}
+
+extern "C" CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  GMT_DRIVER_PROLOGUE(cuMemAddressFree, (ptr, size));
+  record_event(Api::cuMemAddressFree, EventKind::VmmAddressFree, CUDA_SUCCESS, ptr, size, 0);
+  return real(ptr, size);
+}
+
+// ---- the wrapper table -------------------------------------------------------------------------------------
+
+// Hidden aliases of the wrappers: their addresses are taken PC-relative, so the table holds our own functions
+// even where the exported name would resolve elsewhere (the library loaded without LD_PRELOAD, say).
+#define GMT_DRIVER_ALIAS(name) \
+  extern "C" __attribute__((visibility("hidden"), alias(#name))) decltype(::name) gmt_driver_wrapper_##name;
+GMT_DRIVER_HOOKS(GMT_DRIVER_ALIAS)
+#undef GMT_DRIVER_ALIAS
+
+namespace gmt::interpose {
+
+// A switch, not an array: no initializer to run, so it is valid inside dlsym before our constructors.
+void* driver_wrapper(int index) {
+  switch (static_cast<DriverFn>(index)) {
+#define GMT_DRIVER_CASE(name) \
+  case DriverFn::name: return reinterpret_cast<void*>(&gmt_driver_wrapper_##name);
+    GMT_DRIVER_HOOKS(GMT_DRIVER_CASE)
+#undef GMT_DRIVER_CASE
+    default: break;
+  }
+  return nullptr;
+}
+
+}  // namespace gmt::interpose

@@ -1,0 +1,79 @@
+#include "recorder/backend.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace gmt::recorder {
+namespace {
+
+std::atomic<int> g_backend{static_cast<int>(Backend::Undecided)};
+std::mutex g_note_mutex;
+std::string* g_note = new std::string;  // leaked on purpose: read until the last destructor
+
+thread_local schema::Api t_runtime_api __attribute__((tls_model("initial-exec"))) = schema::Api::Unknown;
+
+}  // namespace
+
+BackendRequest requested_backend() {
+  const char* value = getenv("GMT_BACKEND");
+  if (!value || !*value || std::strcmp(value, "auto") == 0) return BackendRequest::Auto;
+  if (std::strcmp(value, "cupti") == 0) return BackendRequest::Cupti;
+  if (std::strcmp(value, "hooks") == 0) return BackendRequest::Hooks;
+  if (std::strcmp(value, "runtime") == 0) return BackendRequest::Runtime;
+  return BackendRequest::Auto;  // the CLI validates the value; a hand-set odd one falls back to auto
+}
+
+Backend active_backend() { return static_cast<Backend>(g_backend.load(std::memory_order_acquire)); }
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::Runtime: return "runtime";
+    case Backend::Cupti: return "cupti";
+    case Backend::DriverHooks: return "hooks";
+    case Backend::Undecided: break;
+  }
+  return "undecided";
+}
+
+bool driver_level_backend() {
+  Backend b = active_backend();
+  return b == Backend::Cupti || b == Backend::DriverHooks;
+}
+
+bool set_active_backend(Backend backend, const std::string& note) {
+  int expected = static_cast<int>(Backend::Undecided);
+  if (!g_backend.compare_exchange_strong(expected, static_cast<int>(backend), std::memory_order_acq_rel)) {
+    return false;
+  }
+  if (!note.empty()) {
+    {
+      std::lock_guard lock(g_note_mutex);
+      *g_note = note;
+    }
+    std::string line = "gpumemtrace: " + note + "\n";
+    ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+  }
+  return true;
+}
+
+std::string backend_note() {
+  std::lock_guard lock(g_note_mutex);
+  return *g_note;
+}
+
+schema::Api current_runtime_api() { return t_runtime_api; }
+
+RuntimeApiScope::RuntimeApiScope(schema::Api api) : previous_(t_runtime_api) {
+  // The outermost runtime call names the event: cudaMallocHost calling cudaHostAlloc internally stays
+  // cudaMallocHost.
+  if (previous_ == schema::Api::Unknown) t_runtime_api = api;
+}
+
+RuntimeApiScope::~RuntimeApiScope() { t_runtime_api = previous_; }
+
+}  // namespace gmt::recorder

@@ -1,0 +1,62 @@
+#include "recorder/driver_events.h"
+
+#include "recorder/backend.h"
+#include "recorder/recorder.h"
+
+namespace gmt::recorder {
+namespace {
+
+EventRecord make_event(const DriverCall& call, schema::EventKind kind, schema::MemoryKind memory_kind) {
+  EventRecord e;
+  e.time_ns = now_ns();
+  e.thread_id = current_thread_id();
+  e.kind = kind;
+  schema::Api runtime_api = current_runtime_api();
+  e.api = runtime_api != schema::Api::Unknown ? runtime_api : call.driver_api;
+  e.source = call.source;
+  e.memory_kind = memory_kind;
+  e.device = memory_kind == schema::MemoryKind::HostPinned ? -1 : call.device;
+  e.context = call.context;
+  e.stream = call.stream;
+  e.error = call.result;
+  return e;
+}
+
+}  // namespace
+
+void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64_t address, uint64_t size,
+                         uint64_t pool, std::optional<DeviceMemoryInfo> memory) {
+  EventRecord e = make_event(call, call.result == 0 ? schema::EventKind::Alloc : schema::EventKind::AllocFailed,
+                             kind);
+  e.size = size;
+  e.handle = pool;
+  if (call.result == 0) e.address = address;
+  if (call.result != 0 && memory) {
+    e.has_memory_info = true;
+    e.device_free = memory->free_bytes;
+    e.device_total = memory->total_bytes;
+  }
+  record(e, /*take_stack=*/true);
+}
+
+void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_t address) {
+  if (address == 0) return;  // freeing null is a no-op, not a free
+  EventRecord e = make_event(call, schema::EventKind::Free, kind);
+  e.address = address;
+  e.error = 0;
+  record(e, /*take_stack=*/true);
+}
+
+void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_t address, uint64_t size,
+                         uint64_t handle, bool take_stack) {
+  if (call.result != 0) return;
+  schema::MemoryKind memory_kind =
+      kind == schema::EventKind::VmmCreate ? schema::MemoryKind::VmmPhysical : schema::MemoryKind::None;
+  EventRecord e = make_event(call, kind, memory_kind);
+  e.address = address;
+  e.size = size;
+  e.handle = handle;
+  record(e, take_stack);
+}
+
+}  // namespace gmt::recorder

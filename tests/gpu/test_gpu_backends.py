@@ -1,0 +1,180 @@
+"""The GPU suite for the driver-level backends: CUPTI and the driver entry-point hooks must each see every
+allocation path (static cudart, shared cudart, the driver API, VMM by hand, stream-ordered pools from two
+threads, managed and pinned memory, fork and exec) and report exactly what the program knows it leaked,
+which compute-sanitizer's leak check confirms. Also PyTorch under its three allocator settings, and a run
+under compute-sanitizer (which holds CUPTI) falling back to the hooks. Skips (exit 77) without a GPU."""
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
+from gmt_e2e import (CLI, TraceDirTestCase, find_leak, marker_line, parse_truth, report_json,  # noqa: E402
+                     run_cli, sample)
+from test_gpu_samples import SKIP, have_gpu, sanitizer_leaks  # noqa: E402
+
+BACKENDS = ("cupti", "hooks")
+SOURCE_OF = {"cupti": 2, "hooks": 3}  # schema Source codes
+PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
+
+# sample -> (arguments, {leak-site function: (bytes, count)} or None when only totals are checked)
+SAMPLES = {
+    "leaky": ([], {"load_weights": (4 << 20, 1), "make_workspace": (3 * (256 << 10), 3),
+                   "stage_host_buffer": (64 << 10, 1), "async_scratch": (512 << 10, 1)}),
+    "leaky_static": ([], {"load_weights": (4 << 20, 1), "make_workspace": (3 * (256 << 10), 3),
+                          "stage_host_buffer": (64 << 10, 1), "async_scratch": (512 << 10, 1)}),
+    "driver_api": ([], {"driver_device_buffer": (3 << 20, 1), "driver_host_buffer": (128 << 10, 1),
+                        "driver_managed_buffer": (1 << 20, 1)}),
+    "vmm": ([], None),
+    "async_pools": (["2000"], {"pool_leak": (3 << 20, 2), "default_pool_leak": (3 << 20, 1)}),
+}
+SOURCE_FILE = {"leaky_static": "leaky.cu"}
+
+
+class BackendSamplesTest(TraceDirTestCase):
+    figures = []
+
+    def profile(self, backend, name, args):
+        trace = self.path(f"{name}-{backend}.db")
+        result = run_cli("run", "--backend", backend, "-o", trace, "--", sample(name), *args)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        report = report_json(trace)
+        self.assertEqual(report["trace"]["backend"], backend, result.stderr)
+        return trace, result, report
+
+    def check_sample(self, backend, name):
+        args, sites = SAMPLES[name]
+        trace, result, report = self.profile(backend, name, args)
+        truth = parse_truth(result.stdout)[0]
+        totals = report["totals"]
+        self.assertEqual((totals["leaked_bytes"], totals["leaked_allocations"]),
+                         (truth["leaked_bytes"], truth["leaked_allocations"]), f"{name} under {backend}")
+        self.assertEqual(totals["failed_allocations"], truth["failed_allocations"])
+        self.assertEqual(totals["unmatched_frees"], 0)
+        for function, (size, count) in (sites or {}).items():
+            leak = find_leak(report, function)
+            self.assertEqual((leak["bytes"], leak["count"]), (size, count), function)
+            source = SOURCE_FILE.get(name, f"{name}.cu")
+            self.assertEqual(leak["stack"][0]["line"], marker_line(source, f"LEAK-SITE: {function}"), function)
+        # Every memory event was counted by the backend asked for, and only once.
+        db = sqlite3.connect(trace)
+        sources = {row[0] for row in db.execute("SELECT DISTINCT source FROM events WHERE kind IN (1, 2, 3, 12)")}
+        db.close()
+        self.assertEqual(sources, {SOURCE_OF[backend]}, f"{name}: event sources under {backend}")
+        return report, truth
+
+    def test_samples_under_each_backend(self):
+        for name in SAMPLES:
+            reports = {}
+            for backend in BACKENDS:
+                with self.subTest(sample=name, backend=backend):
+                    reports[backend], truth = self.check_sample(backend, name)
+            sanitizer = sanitizer_leaks([sample(name), *SAMPLES[name][0]])
+            self.figures.append(
+                f"{name}: truth ({truth['leaked_bytes']}, {truth['leaked_allocations']}); "
+                + "; ".join(f"{b} ({r['totals']['leaked_bytes']}, {r['totals']['leaked_allocations']}, "
+                            f"{r['totals']['allocations']} allocs)" for b, r in reports.items())
+                + f"; compute-sanitizer {sanitizer}")
+
+    def test_vmm_released_while_mapped_is_freed_at_unmap(self):
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                _, result, report = self.profile(backend, "vmm", [])
+                leak = find_leak(report, "create_physical")
+                self.assertEqual(leak["memory_kinds"], ["vmm_physical"])
+                self.assertEqual(leak["count"], 1)
+                self.assertEqual(report["totals"]["allocations"], 3)
+                self.assertEqual(report["totals"]["frees"], 2)
+
+    def test_fork_and_exec_under_each_backend(self):
+        for backend in BACKENDS:
+            for mode in ("fork", "exec"):
+                with self.subTest(backend=backend, mode=mode):
+                    trace = self.path(f"{mode}-{backend}.db")
+                    result = run_cli("run", "--backend", backend, "-o", trace, "--", sample("forking"), mode)
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    children = [f for f in os.listdir(self.dir)
+                                if f.startswith(f"{mode}-{backend}.") and f.endswith(".db") and f != os.path.basename(trace)]
+                    self.assertEqual(len(children), 1, os.listdir(self.dir))
+                    self.assertEqual(report_json(trace)["totals"]["leaked_bytes"], 1 << 20)
+                    self.assertEqual(report_json(self.path(children[0]))["totals"]["leaked_bytes"], 2 << 20)
+
+    def test_under_compute_sanitizer_falls_back_to_hooks(self):
+        sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+        if not os.path.exists(sanitizer):
+            self.skipTest("compute-sanitizer not installed")
+        trace = self.path("under-sanitizer.db")
+        result = subprocess.run([sanitizer, "--leak-check", "full", CLI, "run", "-o", trace, "--", sample("leaky")],
+                                capture_output=True, text=True, timeout=600)
+        self.figures.append("under compute-sanitizer: " + " | ".join(
+            line for line in result.stderr.splitlines() if "gpumemtrace" in line and "CUPTI" in line))
+        self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr[-2000:])
+        report = report_json(trace)
+        self.assertEqual(report["trace"]["backend"], "hooks", result.stderr[-2000:])
+        self.assertIn("CUPTI", result.stderr)
+        self.assertEqual(report["totals"]["leaked_bytes"], 5570560)
+        self.assertEqual(report["totals"]["leaked_allocations"], 6)
+
+    @classmethod
+    def tearDownClass(cls):
+        for line in cls.figures:
+            print("FIGURE", line)
+
+
+class PyTorchTest(TraceDirTestCase):
+    figures = []
+
+    def run_torch(self, config):
+        if subprocess.run([PYTHON, "-c", "import torch; assert torch.cuda.is_available()"],
+                          capture_output=True).returncode != 0:
+            self.skipTest("no PyTorch with CUDA here")
+        env = dict(os.environ)
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if config:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = config
+        trace = self.path(f"torch-{config or 'default'}.db".replace(":", "_"))
+        script = os.path.join(os.environ.get("GMT_SOURCE_DIR", "."), "samples", "torch_leak.py")
+        result = subprocess.run([CLI, "run", "-o", trace, "--", PYTHON, script], capture_output=True, text=True,
+                                env=env, timeout=600)
+        self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr[-2000:])
+        truth = parse_truth(result.stdout)[0]
+        report = report_json(trace)
+        largest = report["leaks"][0] if report["leaks"] else None
+        self.figures.append(f"torch {config or 'default'}: backend {report['trace']['backend']}, leaked "
+                            f"{report['totals']['leaked_bytes']} B in {report['totals']['leaked_allocations']}; "
+                            f"largest group {largest and largest['bytes']} B via {largest and largest['apis']} "
+                            f"({largest and largest['memory_kinds']})")
+        self.assertIsNotNone(largest)
+        # The 256 MiB tensor's memory is still held at exit, in one group, allocated from PyTorch's CUDA code.
+        self.assertGreaterEqual(largest["bytes"], truth["leaked_bytes"])
+        self.assertLess(largest["bytes"], truth["leaked_bytes"] + (64 << 20))
+        modules = {os.path.basename(frame["module"] or "") for frame in largest["stack"]}
+        self.assertTrue(any(m.startswith("libc10_cuda") or m.startswith("libtorch") for m in modules), modules)
+        return report, largest
+
+    def test_default_allocator(self):
+        _, largest = self.run_torch("")
+        self.assertIn("cudaMalloc", largest["apis"])
+
+    def test_expandable_segments(self):
+        _, largest = self.run_torch("expandable_segments:True")
+        self.assertEqual(largest["memory_kinds"], ["vmm_physical"])
+        self.assertIn("cuMemCreate", largest["apis"])
+
+    def test_cuda_malloc_async_backend(self):
+        _, largest = self.run_torch("backend:cudaMallocAsync")
+        self.assertIn("cudaMallocAsync", largest["apis"])
+
+    @classmethod
+    def tearDownClass(cls):
+        for line in cls.figures:
+            print("FIGURE", line)
+
+
+if __name__ == "__main__":
+    if not have_gpu():
+        print("SKIP: no NVIDIA GPU here (nvidia-smi -L failed); runs on the H200 via scripts/gpu-suite.sh")
+        sys.exit(SKIP)
+    unittest.main(verbosity=2)
