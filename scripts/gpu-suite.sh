@@ -32,5 +32,5 @@ grep -E "tests passed|Failed|\*\*\*" "$out/ctest.log" | tail -20
 ctest --test-dir "$build" --output-on-failure -L gpu -V -j2 >"$out/gpu-suite.log" 2>&1 || status=1
 grep -E "FIGURE|ok$|FAIL|ERROR|Error|Ran |^[0-9]+: OK|SKIP|tests passed" "$out/gpu-suite.log" | sed 's/^[0-9]*: //' | tail -60
 # Side-by-side overhead on the real GPU (docs/benchmarks.md).
-python3 bench/overhead.py "$build" 5 2>&1 | tee "$out/overhead.txt"
+[ -n "${GMT_SKIP_BENCH:-}" ] || python3 bench/overhead.py "$build" 5 2>&1 | tee "$out/overhead.txt"
 exit $status
