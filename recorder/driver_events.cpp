@@ -1,6 +1,7 @@
 #include "recorder/driver_events.h"
 
 #include "recorder/backend.h"
+#include "recorder/pool_sampler.h"
 #include "recorder/recorder.h"
 
 namespace gmt::recorder {
@@ -28,7 +29,14 @@ bool is_runtime_api(schema::Api api) {
          (code >= static_cast<int>(schema::Api::cudaMemPoolCreate) && code <= static_cast<int>(schema::Api::cudaMemPoolTrimTo));
 }
 
-constexpr int32_t kDriverOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY (and cudaErrorMemoryAllocation)
+constexpr int32_t kDriverOutOfMemory = 2;
+
+// Stream-ordered calls change a pool: sample it (pool_sampler.h). `api` may be the runtime or driver name.
+bool is_stream_ordered(schema::Api api) {
+  using schema::Api;
+  return api == Api::cudaMallocAsync || api == Api::cudaMallocFromPoolAsync || api == Api::cudaFreeAsync ||
+         api == Api::cuMemAllocAsync || api == Api::cuMemAllocFromPoolAsync || api == Api::cuMemFreeAsync;
+}  // CUDA_ERROR_OUT_OF_MEMORY (and cudaErrorMemoryAllocation)
 
 }  // namespace
 
@@ -49,6 +57,9 @@ void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64
     e.device_total = memory->total_bytes;
   }
   record(e, /*take_stack=*/true);
+  if (call.result == 0 && (is_stream_ordered(call.driver_api) || is_stream_ordered(e.api))) {
+    sample_pool(pool, call.device, /*force=*/false);
+  }
 }
 
 void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_t address) {
@@ -57,6 +68,8 @@ void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_
   e.address = address;
   e.error = 0;
   record(e, /*take_stack=*/true);
+  // The free is recorded before it runs; the pool's usage drops only afterwards. The next stream-ordered
+  // call's sample (or the final trim) shows it: sampling here would show the state before the free.
 }
 
 void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_t address, uint64_t size,
@@ -69,6 +82,9 @@ void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_
   e.size = size;
   e.handle = handle;
   record(e, take_stack);
+  if (kind == schema::EventKind::PoolTrim || kind == schema::EventKind::PoolCreate) {
+    sample_pool(address, call.device, /*force=*/true);
+  }
 }
 
 }  // namespace gmt::recorder

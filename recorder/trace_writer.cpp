@@ -39,7 +39,9 @@ bool TraceWriter::create(const std::string& path, std::string& error) {
             prepare(&insert_stack_, "INSERT INTO stacks(id, depth) VALUES (?1, ?2)") &&
             prepare(&insert_frame_, "INSERT INTO stack_frames(stack_id, level, pc) VALUES (?1, ?2, ?3)") &&
             prepare(&insert_module_, "INSERT INTO modules(path, base, size, build_id) VALUES (?1, ?2, ?3, ?4)") &&
-            prepare(&upsert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+            prepare(&upsert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") &&
+            prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
+                                         "VALUES (?1, ?2, ?3, ?4, ?5)");
   if (!ok) {
     error = "cannot initialize trace '" + path + "': " + last_error_;
     close();
@@ -85,6 +87,16 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
   for (size_t r = 0; r < runs; ++r) {
     for (size_t i = 0; i < run_lengths[r]; ++i) {
       const EventRecord& e = event_runs[r][i];
+      if (e.kind == schema::EventKind::PoolUsage) {
+        sqlite3_stmt* p = insert_pool_usage_;
+        sqlite3_bind_int64(p, 1, static_cast<sqlite3_int64>(e.time_ns));
+        sqlite3_bind_int64(p, 2, static_cast<sqlite3_int64>(e.address));
+        sqlite3_bind_int(p, 3, e.device);
+        sqlite3_bind_int64(p, 4, static_cast<sqlite3_int64>(e.size));
+        sqlite3_bind_int64(p, 5, static_cast<sqlite3_int64>(e.handle));
+        ok &= step_and_reset(p);
+        continue;
+      }
       sqlite3_stmt* s = insert_event_;
       sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(e.time_ns));
       sqlite3_bind_int(s, 2, static_cast<int>(e.kind));
@@ -119,10 +131,12 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
 }
 
 void TraceWriter::close() {
-  for (sqlite3_stmt* s : {insert_event_, insert_failure_, insert_stack_, insert_frame_, insert_module_, upsert_meta_}) {
+  for (sqlite3_stmt* s : {insert_event_, insert_failure_, insert_stack_, insert_frame_, insert_module_, upsert_meta_,
+                          insert_pool_usage_}) {
     sqlite3_finalize(s);
   }
   insert_event_ = insert_failure_ = insert_stack_ = insert_frame_ = insert_module_ = upsert_meta_ = nullptr;
+  insert_pool_usage_ = nullptr;
   sqlite3_close(db_);
   db_ = nullptr;
 }

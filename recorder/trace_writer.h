@@ -40,6 +40,7 @@ class TraceWriter {
   sqlite3_stmt* insert_frame_ = nullptr;
   sqlite3_stmt* insert_module_ = nullptr;
   sqlite3_stmt* upsert_meta_ = nullptr;
+  sqlite3_stmt* insert_pool_usage_ = nullptr;
   std::string last_error_;
 };
 

@@ -19,6 +19,7 @@ std::string_view to_string(EventKind kind) {
     case EventKind::VmmRelease: return "vmm_release";
     case EventKind::VmmMap: return "vmm_map";
     case EventKind::VmmUnmap: return "vmm_unmap";
+    case EventKind::PoolUsage: return "pool_usage";
   }
   return "unknown";
 }

@@ -14,8 +14,8 @@
 namespace gmt::schema {
 
 // Version history: 1 = runtime hooks only; 2 = events.handle and events.context, driver-API, pool and
-// VMM events, CUPTI and driver-hook sources.
-inline constexpr int kSchemaVersion = 2;
+// VMM events, CUPTI and driver-hook sources; 3 = the pool_usage table.
+inline constexpr int kSchemaVersion = 3;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -38,6 +38,9 @@ enum class EventKind : uint8_t {
   VmmRelease = 13,      // handle
   VmmMap = 14,          // address, size, handle: physical memory mapped into a reserved range
   VmmUnmap = 15,        // address, size
+  // A sample of a stream-ordered pool's reserved and used bytes. Stored in the pool_usage table, not in
+  // events; in the recorder: address = pool, size = reserved bytes, handle = used bytes.
+  PoolUsage = 16,
 };
 
 enum class MemoryKind : uint8_t {
@@ -106,7 +109,7 @@ std::string_view to_string(Api api);
 std::string_view to_string(Source source);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 15;
+inline constexpr int kMaxEventKind = 16;
 inline constexpr int kMaxMemoryKind = 4;
 inline constexpr int kMaxApi = 39;
 inline constexpr int kMaxSource = 3;
@@ -144,6 +147,13 @@ CREATE TABLE alloc_failures (
   event_id     INTEGER PRIMARY KEY,  -- events.id of an AllocFailed event
   device_free  INTEGER,              -- cudaMemGetInfo right after the failure; NULL when not asked
   device_total INTEGER
+);
+CREATE TABLE pool_usage (      -- stream-ordered pools, sampled (v3): see docs/trace-format.md for when
+  time_ns        INTEGER NOT NULL,
+  pool           INTEGER NOT NULL,  -- CUmemoryPool as an integer
+  device         INTEGER NOT NULL,
+  reserved_bytes INTEGER NOT NULL,  -- CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: memory the pool holds
+  used_bytes     INTEGER NOT NULL   -- CU_MEMPOOL_ATTR_USED_MEM_CURRENT: of which handed out
 );
 CREATE TABLE stacks (
   id    INTEGER PRIMARY KEY,

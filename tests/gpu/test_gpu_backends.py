@@ -62,8 +62,18 @@ class BackendSamplesTest(TraceDirTestCase):
         # Every memory event was counted by the backend asked for, and only once.
         db = sqlite3.connect(trace)
         sources = {row[0] for row in db.execute("SELECT DISTINCT source FROM events WHERE kind IN (1, 2, 3, 12)")}
+        pool_samples = db.execute("SELECT count(*), count(DISTINCT pool), max(reserved_bytes), max(used_bytes), "
+                                  "sum(reserved_bytes < used_bytes) FROM pool_usage").fetchone()
         db.close()
         self.assertEqual(sources, {SOURCE_OF[backend]}, f"{name}: event sources under {backend}")
+        if name == "async_pools":
+            # The custom pool and the default pool were sampled; a pool never hands out more than it holds.
+            samples, pools, max_reserved, max_used, inverted = pool_samples
+            self.assertGreaterEqual(pools, 2, pool_samples)
+            self.assertGreater(max_reserved, 0)
+            self.assertEqual(inverted, 0)
+            self.figures.append(f"async_pools pool_usage under {backend}: {samples} samples of {pools} pools, "
+                                f"max reserved {max_reserved} B, max used {max_used} B")
         return report, truth
 
     def test_samples_under_each_backend(self):
