@@ -20,6 +20,9 @@ struct AnalyzeOptions {
   // Leak groups whose total bytes are below this are left out of Report::leaks (and counted in
   // Report::leak_groups_below_min_bytes). Totals always cover every leak.
   std::optional<uint64_t> min_bytes;
+  // Call stacks kept for each moment of the analysis over time (live at a peak, growing, holding memory at a
+  // failed allocation), largest first.
+  size_t top_stacks = 10;
 };
 
 // The memory kinds that count towards live bytes and the peak. Other codes (None, or unknown numbers in a
@@ -83,6 +86,26 @@ struct LeakGroup {
   int64_t last_alloc_ns = 0;
 };
 
+// Memory held by one call stack at one moment. Raw stacks are grouped as leaks are (same functions and
+// source lines are one group); `stack` is the group's lowest-id raw stack.
+struct StackBytes {
+  Stack stack;
+  std::vector<int64_t> stack_ids;  // every raw stack of the group holding memory then, ascending
+  uint64_t bytes = 0;
+  uint64_t count = 0;  // allocations
+};
+
+// Free space between the live device allocations of one device at one moment (docs/analysis.md): the span
+// runs from the lowest live address to the end of the highest live allocation.
+struct FragmentationStats {
+  int64_t time_ns = 0;  // relative to the process start
+  uint64_t allocations = 0;
+  uint64_t span_bytes = 0;
+  uint64_t free_bytes = 0;         // inside the span, covered by no live allocation
+  uint64_t largest_gap_bytes = 0;  // the largest free gap between two neighbouring live allocations
+  double ratio = 0;                // 1 - largest_gap / free; 0 when nothing in the span is free
+};
+
 struct AllocFailure {
   int64_t event_id = 0;
   int64_t time_ns = 0;  // relative to the process start
@@ -94,6 +117,12 @@ struct AllocFailure {
   std::optional<int64_t> device_free;  // cudaMemGetInfo right after the failure, when recorded
   std::optional<int64_t> device_total;
   Stack stack;
+  // OOM forensics (docs/analysis.md): "fragmentation" when the device reported more free memory than the
+  // request, "out of memory" when not, "unknown" when free memory was not recorded, "other error" when the
+  // error is not an out-of-memory error.
+  std::string label;
+  std::optional<FragmentationStats> fragmentation;  // of the failure's device at that moment
+  std::vector<StackBytes> top_stacks;               // on the failure's device at that moment
 };
 
 struct Totals {
@@ -137,6 +166,97 @@ struct TraceInfo {
   uint64_t event_count = 0;  // rows of `events`, all kinds
 };
 
+// Live bytes over time, pre-aggregated into at most kMaxTimelineBuckets buckets of equal width from the
+// process start to the end of the trace. Each bucket holds the least and the most live bytes at any moment
+// inside it (the level carried in from before the bucket included), so a spike is never averaged away.
+inline constexpr size_t kMaxTimelineBuckets = 1000;
+struct TimelineBucket {
+  int64_t start_ns = 0;  // relative to the process start
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = 0;
+};
+struct TimelineSeries {
+  int64_t device = -1;  // -1: host memory or unknown device
+  schema::MemoryKind memory_kind = schema::MemoryKind::None;
+  std::vector<TimelineBucket> buckets;
+};
+struct Timeline {
+  int64_t bucket_ns = 0;               // width of each bucket; 0 (and no buckets) when nothing was ever live
+  std::vector<TimelineBucket> total;   // every device and kind together
+  std::vector<TimelineSeries> series;  // one per device and kind that was ever allocated, by device then kind
+  uint64_t series_not_tracked = 0;     // (device, kind) pairs beyond kMaxTimelineSeries (a damaged trace)
+};
+inline constexpr size_t kMaxTimelineSeries = 256;
+
+// The peak of one device (every counted kind on it; device -1 is host memory) and what was live then.
+struct DevicePeak {
+  int64_t device = -1;
+  uint64_t bytes = 0;
+  int64_t time_ns = 0;             // the first time the peak was reached
+  std::vector<StackBytes> stacks;  // largest first, at most AnalyzeOptions::top_stacks
+  uint64_t stack_groups = 0;       // groups holding memory at the peak, before the cut
+};
+
+// Growth detection (docs/analysis.md has the rule): low watermarks per time window, a least-squares line
+// through them, and the call stacks whose live bytes grew.
+struct GrowthStack {
+  Stack stack;
+  std::vector<int64_t> stack_ids;
+  uint64_t start_bytes = 0;  // live at the first analyzed window's low-watermark moment
+  uint64_t end_bytes = 0;    // live at the last window's low-watermark moment
+};
+struct GrowthDevice {  // the numbers behind the verdict, for each device analyzed
+  int64_t device = -1;
+  std::vector<uint64_t> low_watermarks;  // one per window; the first window is the warm-up
+  double slope_bytes_per_s = 0;          // least squares over the windows after the warm-up
+  double fitted_rise_bytes = 0;          // slope times the time from the first to the last analyzed window
+  uint64_t threshold_bytes = 0;          // max(1 MiB, 5% of the device's peak)
+  uint64_t rising_steps = 0;             // consecutive analyzed windows whose low watermark rose
+  uint64_t steps = 0;
+  bool growing = false;
+};
+struct GrowthFinding {
+  int64_t device = -1;
+  double rate_bytes_per_s = 0;
+  int64_t start_time_ns = 0;  // the low-watermark moments compared
+  int64_t end_time_ns = 0;
+  uint64_t start_low_bytes = 0;
+  uint64_t end_low_bytes = 0;
+  std::optional<uint64_t> device_total_bytes;  // alloc_failures.device_total, else meta device_total_bytes
+  std::optional<double> seconds_until_full;    // (total - end low) / rate, from the end of the trace
+  std::vector<GrowthStack> stacks;             // grown, largest growth first, at most top_stacks
+  uint64_t growing_stack_groups = 0;           // before the cut
+};
+struct Growth {
+  bool analyzed = false;
+  std::string reason;  // why not analyzed (empty when analyzed)
+  uint64_t windows = 0;
+  int64_t window_ns = 0;
+  int64_t start_ns = 0;  // the analyzed interval: from the first to the last allocation
+  int64_t end_ns = 0;
+  std::vector<GrowthDevice> devices;
+  std::vector<GrowthFinding> findings;
+};
+
+struct DeviceFragmentation {
+  int64_t device = -1;
+  std::optional<FragmentationStats> at_peak;  // at the device's peak (absent when no device allocation was live)
+  FragmentationStats at_end;
+};
+
+// One stream-ordered pool's samples from the pool_usage table (schema 3).
+struct PoolUsage {
+  int64_t pool = 0;
+  int64_t device = -1;
+  uint64_t samples = 0;
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t peak_used_bytes = 0;
+  uint64_t last_reserved_bytes = 0;
+  uint64_t last_used_bytes = 0;
+  uint64_t max_unused_bytes = 0;  // max over samples of reserved - used: the pool's fragmentation
+  int64_t max_unused_time_ns = 0;
+};
+
 struct Report {
   TraceInfo trace;
   Totals totals;
@@ -154,6 +274,12 @@ struct Report {
   uint64_t leaked_bytes_below_min_bytes = 0;
   std::optional<uint64_t> min_bytes;   // the filter in effect, for the renderers to mention
   std::vector<AllocFailure> failures;  // in event order
+  // Over time (docs/analysis.md).
+  Timeline timeline;
+  std::vector<DevicePeak> peaks;  // one per device that held memory, by device
+  Growth growth;
+  std::vector<DeviceFragmentation> fragmentation;  // one per device with device allocations, by device
+  std::optional<std::vector<PoolUsage>> pools;     // nullopt: the trace has no pool_usage table
 };
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a
