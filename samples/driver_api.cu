@@ -1,22 +1,7 @@
 // A program that uses only the CUDA driver API (no runtime calls for memory): what the runtime hooks cannot
 // see and the driver-level backends must. Leaks at three sites, on purpose.
-#include <cuda.h>
-
-#include <cstdio>
-#include <cstdlib>
-
+#include "driver_common.h"
 #include "sample_common.h"
-
-#define DRIVER_CHECK(call)                                                      \
-  do {                                                                          \
-    CUresult driver_err = (call);                                               \
-    if (driver_err != CUDA_SUCCESS) {                                           \
-      const char* text = nullptr;                                               \
-      cuGetErrorString(driver_err, &text);                                      \
-      std::fprintf(stderr, "%s failed: %s\n", #call, text ? text : "?");        \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 
 namespace {
 

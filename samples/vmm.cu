@@ -1,23 +1,8 @@
 // Virtual memory management by hand (cuMemCreate / cuMemAddressReserve / cuMemMap), as PyTorch's expandable
 // segments do: physical memory is live until it is released AND unmapped. One handle is leaked on purpose
 // (mapped, never released); one is released while still mapped (freed only at its unmap).
-#include <cuda.h>
-
-#include <cstdio>
-#include <cstdlib>
-
+#include "driver_common.h"
 #include "sample_common.h"
-
-#define DRIVER_CHECK(call)                                                      \
-  do {                                                                          \
-    CUresult driver_err = (call);                                               \
-    if (driver_err != CUDA_SUCCESS) {                                           \
-      const char* text = nullptr;                                               \
-      cuGetErrorString(driver_err, &text);                                      \
-      std::fprintf(stderr, "%s failed: %s\n", #call, text ? text : "?");        \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
 
 namespace {
 
