@@ -23,12 +23,24 @@ struct LiveAllocation {
   Api api = Api::Unknown;
 };
 
+// Receives every change of live bytes of a counted kind, in event order: the analysis over time
+// (over_time.h) listens here. `address` is the allocation's address, 0 for VMM physical memory (a handle).
+class LiveObserver {
+ public:
+  virtual ~LiveObserver() = default;
+  virtual void on_live_change(const LiveAllocation& allocation, uint64_t address, bool added, int64_t time_ns) = 0;
+};
+
 // Running live bytes and their peaks. Unsigned arithmetic wraps instead of overflowing, so absurd sizes in a
 // damaged trace give absurd numbers, never undefined behaviour; adds and subtracts of the same sizes still
 // cancel exactly.
 class LiveBytes {
  public:
-  void add(MemoryKind kind, uint64_t size, int64_t time_ns) {
+  void set_observer(LiveObserver* observer) { observer_ = observer; }
+
+  void add(const LiveAllocation& allocation, uint64_t address, int64_t time_ns) {
+    const MemoryKind kind = allocation.memory_kind;
+    const uint64_t size = allocation.size;
     uint64_t* of_kind = by_kind_.find(kind);
     if (!of_kind) return;  // not a counted kind: see kCountedKinds
     *of_kind += size;
@@ -41,12 +53,14 @@ class LiveBytes {
       peak_ = total_;
       peak_time_ = time_ns;
     }
+    if (observer_) observer_->on_live_change(allocation, address, true, time_ns);
   }
-  void remove(MemoryKind kind, uint64_t size) {
-    uint64_t* of_kind = by_kind_.find(kind);
+  void remove(const LiveAllocation& allocation, uint64_t address, int64_t time_ns) {
+    uint64_t* of_kind = by_kind_.find(allocation.memory_kind);
     if (!of_kind) return;
-    *of_kind -= size;
-    total_ -= size;
+    *of_kind -= allocation.size;
+    total_ -= allocation.size;
+    if (observer_) observer_->on_live_change(allocation, address, false, time_ns);
   }
 
   uint64_t peak() const { return peak_; }
@@ -61,12 +75,14 @@ class LiveBytes {
   int64_t peak_time_ = 0;
   PerKind<uint64_t> peak_by_kind_;
   PerKind<int64_t> peak_time_by_kind_;
+  LiveObserver* observer_ = nullptr;
 };
 
 // Physical memory from cuMemCreate is live from its creation until it is released *and* no mapping of it is
 // left: the driver frees it only then. Created/freed counts go to the totals like plain allocations.
 class VmmState {
  public:
+  // `created` is the event as an allocation: its time is the event's, also for releases and unmaps.
   void apply(EventKind kind, uint64_t handle, uint64_t address, const LiveAllocation& created, LiveBytes& live_bytes,
              Totals& totals) {
     switch (kind) {
@@ -76,10 +92,10 @@ class VmmState {
         auto [it, inserted] = physical_.try_emplace(handle, Physical{created, 0, false});
         if (!inserted) {  // a handle value reused without its release being seen
           ++totals.inconsistencies;
-          live_bytes.remove(MemoryKind::VmmPhysical, it->second.allocation.size);
+          live_bytes.remove(it->second.allocation, 0, created.time_ns);
           it->second = Physical{created, 0, false};
         }
-        live_bytes.add(MemoryKind::VmmPhysical, created.size, created.time_ns);
+        live_bytes.add(created, 0, created.time_ns);
         break;
       }
       case EventKind::VmmRelease: {
@@ -89,7 +105,7 @@ class VmmState {
           break;
         }
         it->second.released = true;
-        if (it->second.mappings == 0) free_physical(it, live_bytes, totals);
+        if (it->second.mappings == 0) free_physical(it, created.time_ns, live_bytes, totals);
         break;
       }
       case EventKind::VmmMap: {
@@ -109,7 +125,7 @@ class VmmState {
         mappings_.erase(mapping);
         if (it == physical_.end()) break;
         if (it->second.mappings > 0) --it->second.mappings;
-        if (it->second.released && it->second.mappings == 0) free_physical(it, live_bytes, totals);
+        if (it->second.released && it->second.mappings == 0) free_physical(it, created.time_ns, live_bytes, totals);
         break;
       }
       default:
@@ -132,9 +148,9 @@ class VmmState {
   };
   using PhysicalMap = std::unordered_map<uint64_t, Physical>;
 
-  void free_physical(PhysicalMap::iterator it, LiveBytes& live_bytes, Totals& totals) {
+  void free_physical(PhysicalMap::iterator it, int64_t time_ns, LiveBytes& live_bytes, Totals& totals) {
     ++totals.frees;
-    live_bytes.remove(MemoryKind::VmmPhysical, it->second.allocation.size);
+    live_bytes.remove(it->second.allocation, 0, time_ns);
     physical_.erase(it);
   }
 

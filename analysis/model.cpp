@@ -1,6 +1,7 @@
 #include "analysis/model.h"
 
 #include "analysis/live_memory.h"
+#include "analysis/over_time.h"
 
 #include <algorithm>
 #include <cctype>
@@ -206,6 +207,8 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
   std::unordered_map<uint64_t, LiveAllocation> live;
   LiveBytes live_bytes;
   VmmState vmm;
+  OverTimeTracker over_time;  // timeline, growth, fragmentation: sees every change of live bytes
+  live_bytes.set_observer(&over_time);
 
   // Time order is what matters for live bytes; id breaks ties in recording order (see the schema). The
   // LEFT JOIN costs one primary-key lookup per event and saves a second pass for the failures.
@@ -244,10 +247,10 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
       if (!inserted) {
         // The old allocation's free was never recorded; the address can only be handed out again after it.
         ++totals.inconsistencies;
-        live_bytes.remove(it->second.memory_kind, it->second.size);
+        live_bytes.remove(it->second, address, time_ns);
         it->second = allocation;
       }
-      live_bytes.add(allocation.memory_kind, allocation.size, time_ns);
+      live_bytes.add(allocation, address, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::Free)) {
       if (address == 0) continue;  // cudaFree(0) frees nothing; apps call it to create the context
       auto it = live.find(address);
@@ -256,7 +259,7 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
         continue;
       }
       ++totals.frees;
-      live_bytes.remove(it->second.memory_kind, it->second.size);
+      live_bytes.remove(it->second, address, time_ns);
       live.erase(it);
     } else if (kind == static_cast<int64_t>(EventKind::AllocFailed)) {
       ++totals.failed_allocations;
@@ -276,6 +279,7 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
       if (!events.column_is_null(10)) failure.device_free = events.column_int(10);
       if (!events.column_is_null(11)) failure.device_total = events.column_int(11);
       report.failures.push_back(std::move(failure));
+      over_time.on_failure(report.failures.size() - 1, report.failures.back().device, time_ns);
     } else if (kind >= static_cast<int64_t>(EventKind::VmmCreate) &&
                kind <= static_cast<int64_t>(EventKind::VmmUnmap)) {
       LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8),
@@ -357,6 +361,8 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
     failure.time_ns = relative(failure.time_ns);
     failure.stack = stacks.load(failure.stack.id);
   }
+  over_time.finish(
+      trace, report, start, options, [&stacks](int64_t id) -> const Stack& { return stacks.load(id); }, source_key);
   return report;
 }
 

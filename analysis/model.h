@@ -1,5 +1,6 @@
 // The analysis model: one pass over a trace's events turns it into a Report (totals, peak, leaks grouped by
-// call stack, failed allocations). Renderers (render.h) only format a Report; they never query the trace.
+// call stack, failed allocations, and memory over time: timeline, peaks per device, growth, fragmentation,
+// pools; over_time.h, docs/analysis.md). Renderers (render.h) only format a Report; they never query the trace.
 //
 // Times in a Report are nanoseconds relative to the process start (meta start_monotonic_ns; when that key
 // is absent, the first event's time), so "at 1.2 s" means 1.2 s into the run.
@@ -166,10 +167,12 @@ struct TraceInfo {
   uint64_t event_count = 0;  // rows of `events`, all kinds
 };
 
-// Live bytes over time, pre-aggregated into at most kMaxTimelineBuckets buckets of equal width from the
-// process start to the end of the trace. Each bucket holds the least and the most live bytes at any moment
-// inside it (the level carried in from before the bucket included), so a spike is never averaged away.
+// Live bytes over time, pre-aggregated into buckets of equal width from the process start to the end of the
+// trace: at most kMaxTimelineBuckets, and no more than the changes of live bytes (but kMinTimelineBuckets
+// when the run is long enough). Each bucket holds the least and the most live bytes at any moment inside it
+// (the level carried in from before the bucket included), so a spike is never averaged away.
 inline constexpr size_t kMaxTimelineBuckets = 1000;
+inline constexpr size_t kMinTimelineBuckets = 100;
 struct TimelineBucket {
   int64_t start_ns = 0;  // relative to the process start
   uint64_t min_bytes = 0;

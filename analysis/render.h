@@ -17,7 +17,8 @@ struct RenderOptions {
   size_t max_frames = 16;
 };
 
-// The report for a terminal: header, totals, peak, leaks by call stack, failed allocations.
+// The report for a terminal: header, totals, peak (with a sparkline and what was live then), leaks by call
+// stack, growth, fragmentation, failed allocations (with their OOM label), pools.
 std::string render_text(const Report& report, const RenderOptions& options = {});
 
 // The same report as a JSON document (pretty printed, indent 2, trailing newline). Shape, with every
@@ -31,8 +32,27 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   leaks[]: rank, bytes, count, stack_id, stack_missing, memory_kinds[], apis[], devices[],
 //            first_alloc_ns, last_alloc_ns, stack[]
 //   failures[]: event_id, time_ns, api, memory_kind, requested_bytes, error, error_name, device,
-//               device_free, device_total, stack_id, stack_missing, stack[]
+//               device_free, device_total, stack_id, stack_missing, stack[],
+//               label ("fragmentation", "out of memory", "unknown", "other error"), largest_free_gap,
+//               fragmentation (a fragmentation{} or null), top_stacks[] (a held{} each)
+//   peak_stacks[]: device, bytes, time_ns, stack_groups, stacks[] (held{}, largest first)
+//   growth: analyzed, reason (null when analyzed), windows, window_ns, start_ns, end_ns,
+//           devices[]: device, low_watermarks[], slope_bytes_per_s, fitted_rise_bytes, threshold_bytes,
+//                      rising_steps, steps, growing
+//           findings[]: device, rate_bytes_per_s, start_time_ns, end_time_ns, start_low_bytes, end_low_bytes,
+//                       projection ({device_total_bytes, seconds_until_full} or null), growing_stack_groups,
+//                       stacks[]: growth_bytes, start_bytes, end_bytes, stack_id, stack_ids, stack_missing, stack[]
+//   fragmentation[]: device, at_peak (fragmentation{} or null), at_end (fragmentation{})
+//   pools: null when the trace has no pool_usage table, else []: pool ("0x..."), device, samples,
+//          peak_reserved_bytes, peak_used_bytes, last_reserved_bytes, last_used_bytes, max_unused_bytes,
+//          max_unused_time_ns
+//   timeline: bucket_ns, bucket_count, total[] (bucket{}), series[]: device, memory_kind, buckets[] (bucket{}),
+//             series_not_tracked
+//   held{}: bytes, count, stack_id, stack_ids, stack_missing, stack[]
+//   fragmentation{}: time_ns, allocations, span_bytes, free_bytes, largest_gap_bytes, ratio
+//   bucket{}: start_ns, min_bytes, max_bytes
 //   stack[]: level, pc ("0x..."), function, file, line, module (full path)
+// docs/analysis.md defines the numbers over time.
 std::string render_json(const Report& report, const RenderOptions& options = {});
 
 }  // namespace gmt::analysis

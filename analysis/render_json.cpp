@@ -88,6 +88,141 @@ Json leak_json(const LeakGroup& group, size_t rank) {
               {"stack", stack_json(group.stack)}};
 }
 
+Json stack_bytes_json(const StackBytes& held) {
+  return Json{{"bytes", held.bytes},
+              {"count", held.count},
+              {"stack_id", held.stack.id},
+              {"stack_ids", held.stack_ids},
+              {"stack_missing", held.stack.missing},
+              {"stack", stack_json(held.stack)}};
+}
+
+Json stack_bytes_list(const std::vector<StackBytes>& list) {
+  Json result = Json::array();
+  for (const StackBytes& held : list) result.push_back(stack_bytes_json(held));
+  return result;
+}
+
+Json fragmentation_json(const std::optional<FragmentationStats>& stats) {
+  if (!stats) return Json(nullptr);
+  return Json{{"time_ns", stats->time_ns},
+              {"allocations", stats->allocations},
+              {"span_bytes", stats->span_bytes},
+              {"free_bytes", stats->free_bytes},
+              {"largest_gap_bytes", stats->largest_gap_bytes},
+              {"ratio", stats->ratio}};
+}
+
+Json buckets_json(const std::vector<TimelineBucket>& buckets) {
+  Json list = Json::array();
+  for (const TimelineBucket& bucket : buckets) {
+    list.push_back(Json{{"start_ns", bucket.start_ns}, {"min_bytes", bucket.min_bytes}, {"max_bytes", bucket.max_bytes}});
+  }
+  return list;
+}
+
+Json timeline_json(const Timeline& timeline) {
+  Json series = Json::array();
+  for (const TimelineSeries& one : timeline.series) {
+    series.push_back(Json{{"device", one.device},
+                          {"memory_kind", std::string(schema::to_string(one.memory_kind))},
+                          {"buckets", buckets_json(one.buckets)}});
+  }
+  return Json{{"bucket_ns", timeline.bucket_ns},
+              {"bucket_count", timeline.total.size()},
+              {"total", buckets_json(timeline.total)},
+              {"series", std::move(series)},
+              {"series_not_tracked", timeline.series_not_tracked}};
+}
+
+Json peaks_json(const std::vector<DevicePeak>& peaks) {
+  Json list = Json::array();
+  for (const DevicePeak& peak : peaks) {
+    list.push_back(Json{{"device", peak.device},
+                        {"bytes", peak.bytes},
+                        {"time_ns", peak.time_ns},
+                        {"stack_groups", peak.stack_groups},
+                        {"stacks", stack_bytes_list(peak.stacks)}});
+  }
+  return list;
+}
+
+Json growth_json(const Growth& growth) {
+  Json devices = Json::array();
+  for (const GrowthDevice& device : growth.devices) {
+    devices.push_back(Json{{"device", device.device},
+                           {"low_watermarks", device.low_watermarks},
+                           {"slope_bytes_per_s", device.slope_bytes_per_s},
+                           {"fitted_rise_bytes", device.fitted_rise_bytes},
+                           {"threshold_bytes", device.threshold_bytes},
+                           {"rising_steps", device.rising_steps},
+                           {"steps", device.steps},
+                           {"growing", device.growing}});
+  }
+  Json findings = Json::array();
+  for (const GrowthFinding& finding : growth.findings) {
+    Json stacks = Json::array();
+    for (const GrowthStack& grown : finding.stacks) {
+      stacks.push_back(Json{{"growth_bytes", grown.end_bytes - grown.start_bytes},
+                            {"start_bytes", grown.start_bytes},
+                            {"end_bytes", grown.end_bytes},
+                            {"stack_id", grown.stack.id},
+                            {"stack_ids", grown.stack_ids},
+                            {"stack_missing", grown.stack.missing},
+                            {"stack", stack_json(grown.stack)}});
+    }
+    Json projection = nullptr;
+    if (finding.device_total_bytes) {
+      projection = Json{{"device_total_bytes", *finding.device_total_bytes},
+                        {"seconds_until_full", optional_value(finding.seconds_until_full)}};
+    }
+    findings.push_back(Json{{"device", finding.device},
+                            {"rate_bytes_per_s", finding.rate_bytes_per_s},
+                            {"start_time_ns", finding.start_time_ns},
+                            {"end_time_ns", finding.end_time_ns},
+                            {"start_low_bytes", finding.start_low_bytes},
+                            {"end_low_bytes", finding.end_low_bytes},
+                            {"projection", std::move(projection)},
+                            {"growing_stack_groups", finding.growing_stack_groups},
+                            {"stacks", std::move(stacks)}});
+  }
+  return Json{{"analyzed", growth.analyzed},
+              {"reason", growth.reason.empty() ? Json(nullptr) : Json(growth.reason)},
+              {"windows", growth.windows},
+              {"window_ns", growth.window_ns},
+              {"start_ns", growth.start_ns},
+              {"end_ns", growth.end_ns},
+              {"devices", std::move(devices)},
+              {"findings", std::move(findings)}};
+}
+
+Json device_fragmentation_json(const std::vector<DeviceFragmentation>& devices) {
+  Json list = Json::array();
+  for (const DeviceFragmentation& device : devices) {
+    list.push_back(Json{{"device", device.device},
+                        {"at_peak", fragmentation_json(device.at_peak)},
+                        {"at_end", fragmentation_json(device.at_end)}});
+  }
+  return list;
+}
+
+Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
+  if (!pools) return Json(nullptr);  // the trace has no pool_usage table
+  Json list = Json::array();
+  for (const PoolUsage& pool : *pools) {
+    list.push_back(Json{{"pool", format_pc(static_cast<uint64_t>(pool.pool))},  // a handle: hex like pcs
+                        {"device", pool.device},
+                        {"samples", pool.samples},
+                        {"peak_reserved_bytes", pool.peak_reserved_bytes},
+                        {"peak_used_bytes", pool.peak_used_bytes},
+                        {"last_reserved_bytes", pool.last_reserved_bytes},
+                        {"last_used_bytes", pool.last_used_bytes},
+                        {"max_unused_bytes", pool.max_unused_bytes},
+                        {"max_unused_time_ns", pool.max_unused_time_ns}});
+  }
+  return list;
+}
+
 Json failure_json(const AllocFailure& failure) {
   return Json{{"event_id", failure.event_id},
               {"time_ns", failure.time_ns},
@@ -101,7 +236,11 @@ Json failure_json(const AllocFailure& failure) {
               {"device_total", optional_value(failure.device_total)},
               {"stack_id", failure.stack.id},
               {"stack_missing", failure.stack.missing},
-              {"stack", stack_json(failure.stack)}};
+              {"stack", stack_json(failure.stack)},
+              {"label", failure.label},
+              {"largest_free_gap", failure.fragmentation ? Json(failure.fragmentation->largest_gap_bytes) : Json(nullptr)},
+              {"fragmentation", fragmentation_json(failure.fragmentation)},
+              {"top_stacks", stack_bytes_list(failure.top_stacks)}};
 }
 
 }  // namespace
@@ -128,6 +267,11 @@ std::string render_json(const Report& report, const RenderOptions& options) {
             {"min_bytes", optional_value(report.min_bytes)}}},
       {"leaks", std::move(leaks)},
       {"failures", std::move(failures)},
+      {"peak_stacks", peaks_json(report.peaks)},
+      {"growth", growth_json(report.growth)},
+      {"fragmentation", device_fragmentation_json(report.fragmentation)},
+      {"pools", pools_json(report.pools)},
+      {"timeline", timeline_json(report.timeline)},  // last: the longest part
   };
   // Symbol names and paths come from the profiled binary and may not be valid UTF-8; replace bad bytes
   // rather than throw, so one odd symbol never costs the whole report.

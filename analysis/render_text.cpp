@@ -7,6 +7,7 @@
 
 #include "analysis/format.h"
 #include "analysis/render.h"
+#include "analysis/render_text_parts.h"
 
 namespace gmt::analysis {
 namespace {
@@ -91,7 +92,7 @@ void append_header(std::string& out, const TraceInfo& trace) {
   }
 }
 
-void append_totals(std::string& out, const Report& report) {
+void append_totals(std::string& out, const Report& report, const RenderOptions& options) {
   const Totals& totals = report.totals;
   out += "\nTotals\n";
   out += fmt::format("  allocations         {} ({} in total)\n", totals.allocations,
@@ -121,6 +122,7 @@ void append_totals(std::string& out, const Report& report) {
                      format_bytes(peak.device), format_bytes(peak.managed), format_bytes(peak.host_pinned));
   if (peak.vmm_physical > 0) out += fmt::format(", VMM physical {}", format_bytes(peak.vmm_physical));
   out += "\n";
+  append_peak_over_time(out, report, options);
 }
 
 void append_leaks(std::string& out, const Report& report, const RenderOptions& options) {
@@ -166,7 +168,9 @@ void append_failures(std::string& out, const Report& report, const RenderOptions
       }
       out += "\n";
     }
+    append_failure_label(out, failure);
     append_stack(out, failure.stack, options.max_frames);
+    append_failure_forensics(out, failure, options);
   }
   if (shown < report.failures.size()) {
     out += fmt::format(
@@ -202,9 +206,12 @@ void append_not_shown(std::string& out, const Report& report, const RenderOption
 std::string render_text(const Report& report, const RenderOptions& options) {
   std::string out;
   append_header(out, report.trace);
-  append_totals(out, report);
+  append_totals(out, report, options);
   append_leaks(out, report, options);
+  append_growth(out, report, options);
+  append_fragmentation(out, report);
   append_failures(out, report, options);
+  append_pools(out, report);
   append_not_shown(out, report, options);
   return out;
 }

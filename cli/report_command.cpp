@@ -45,6 +45,7 @@ int run_report(const ReportOptions& options) {
     auto trace = analysis::TraceFile::open(options.trace_path);
     analysis::AnalyzeOptions analyze_options;
     if (options.min_bytes > 0) analyze_options.min_bytes = options.min_bytes;
+    analyze_options.top_stacks = options.top;  // call stacks kept per moment (peak, growth, failures)
     analysis::Report report = analysis::analyze_trace(trace, analyze_options);
 
     // On stderr as well as in the report: with --format json or -o, the report itself may not be read by a
@@ -77,14 +78,18 @@ CommandAction add_report_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "report",
       "Analyze a trace: memory still allocated at exit grouped by the call stack that allocated it "
-      "(largest first), the peak of live GPU memory and when it happened, failed allocations, totals.");
+      "(largest first), the peak of live GPU memory and what was live then, live memory over time, steady "
+      "growth, fragmentation, failed allocations labelled out-of-memory or fragmentation, totals "
+      "(docs/analysis.md defines each).");
   command->add_option("trace", options->trace_path, "Trace file written by `gpumemtrace run`")
       ->required()
       ->type_name("TRACE");
   command->add_option("--format", options->format, "Output format: text for people, json for scripts")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  command->add_option("--top", options->top, "Show the N largest leak groups (and failed allocations)")
+  command->add_option("--top", options->top,
+                      "Show the N largest leak groups (and failed allocations); keep N call stacks per moment "
+                      "(peak, growth, failure) in the JSON report")
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
       ->type_name("N")
       ->capture_default_str();

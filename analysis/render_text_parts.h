@@ -1,0 +1,34 @@
+// The text report's sections about memory over time (render_text_over_time.cpp), internal to analysis/:
+// render_text.cpp calls them in its order.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "analysis/model.h"
+#include "analysis/render.h"
+
+namespace gmt::analysis {
+
+// At most this many call stacks per moment in the text report (the JSON report has top_stacks of them).
+inline constexpr size_t kTextStacksPerMoment = 3;
+
+// `width` characters of ▁▂▃▄▅▆▇█, each the highest level among the buckets it covers, scaled to the
+// highest level of all; a space where nothing was live. Fewer characters when there are fewer buckets.
+std::string sparkline(const std::vector<TimelineBucket>& buckets, size_t width);
+
+// "6.2 h", "42.0 min", "12.3 s", "3.5 days": how long until a device is full.
+std::string format_seconds(double seconds);
+
+// Under the peak line: the sparkline and, per device, the stacks live at its peak.
+void append_peak_over_time(std::string& out, const Report& report, const RenderOptions& options);
+void append_growth(std::string& out, const Report& report, const RenderOptions& options);
+void append_fragmentation(std::string& out, const Report& report);
+void append_pools(std::string& out, const Report& report);
+// After a failure's "device free" line: its OOM label, explained (nothing for errors other than OOM).
+void append_failure_label(std::string& out, const AllocFailure& failure);
+// After a failure's stack: the largest free gap and who held the memory.
+void append_failure_forensics(std::string& out, const AllocFailure& failure, const RenderOptions& options);
+
+}  // namespace gmt::analysis
