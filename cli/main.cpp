@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
         break;
       }
       if (arg.empty() || arg[0] != '-') break;  // the app's name: CLI11's prefix_command takes it from here
-      if (arg == "-o" || arg == "--output" || arg == "--backend") ++i;  // run options that take a value
+      if (arg == "-o" || arg == "--output" || arg == "--backend" || arg == "--nvtx-peak-step") {
+        ++i;  // run options that take a value
+      }
     }
   }
 

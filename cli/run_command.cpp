@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -31,6 +32,9 @@ struct RunOptions {
   bool no_stacks = false;
   bool no_symbolize = false;
   bool quiet = false;
+  bool no_nvtx_capture = false;
+  bool nvtx_emit = false;
+  uint64_t nvtx_peak_step = uint64_t{1} << 30;
 };
 
 std::string default_output_pattern(const std::string& app) {
@@ -47,6 +51,29 @@ std::string join(const std::vector<std::string>& parts) {
 bool file_exists(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// NVTX: NVTX loads NVTX_INJECTION64_PATH in the app on its first NVTX call; pointing it at the preload
+// library captures the app's ranges. A tool that set it before us (Nsight Systems runs us under it) is passed
+// on in GMT_NVTX_CHAIN: the library loads it and hands it every NVTX call, so both see the ranges.
+void add_nvtx_environment(const RunOptions& options, const std::string& preload_library, LaunchSpec& spec) {
+  const char* previous = getenv("NVTX_INJECTION64_PATH");
+  bool other_tool = previous && *previous && !same_file(previous, preload_library);
+  if (!options.no_nvtx_capture) {
+    if (other_tool) spec.environment.emplace_back("GMT_NVTX_CHAIN", previous);
+    spec.environment.emplace_back("NVTX_INJECTION64_PATH", preload_library);
+  }
+  spec.environment.emplace_back("GMT_NVTX_EMIT", options.nvtx_emit ? "1" : "0");
+  spec.environment.emplace_back("GMT_NVTX_PEAK_STEP", std::to_string(options.nvtx_peak_step));
+  if (options.nvtx_emit && !other_tool && !options.quiet) {
+    fmt::print(stderr, "gpumemtrace: --nvtx-emit: no NVTX tool was set before us (NVTX_INJECTION64_PATH, e.g. by "
+                       "Nsight Systems) to receive gpumemtrace's markers and ranges\n");
+  }
 }
 
 // A file the traced processes append their trace paths to (one line each), so that after the run we know
@@ -138,6 +165,7 @@ int run(const RunOptions& options) {
     std::string cupti = find_cupti_library();
     if (!cupti.empty()) spec.environment.emplace_back("GMT_CUPTI_LIBRARY", cupti);
   }
+  add_nvtx_environment(options, layout.preload_library, spec);
   if (options.simulate) {
     const char* old_path = getenv("LD_LIBRARY_PATH");
     std::string library_path = layout.simulated_runtime_dir;
@@ -204,7 +232,11 @@ CommandAction add_run_command(CLI::App& app) {
       "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
       "  gpumemtrace run --backend hooks -- ./app         # when another tool (Nsight, compute-sanitizer) holds CUPTI\n"
-      "  gpumemtrace report train.db\n");
+      "  nsys profile --trace=cuda,nvtx gpumemtrace run --nvtx-emit -- ./app   # our markers in Nsight's timeline\n"
+      "  gpumemtrace report train.db\n\n"
+      "NVTX: the app's NVTX ranges and markers (push/pop, start/end, any domain) are recorded into the trace's\n"
+      "ranges and marks tables; NVTX_INJECTION64_PATH is pointed at gpumemtrace, and a tool that had set it before\n"
+      "(Nsight Systems) is chained: it still receives every NVTX call.\n");
   run->prefix_command();  // everything from the app's name on belongs to the app, options included
   run->add_option("-o,--output", options->output,
                   "Trace file name; %p = pid, %h = host name (default: gpumemtrace.<app>.%p.db)");
@@ -220,6 +252,15 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
   run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");
+  run->add_flag("--no-nvtx-capture", options->no_nvtx_capture,
+                "Do not record the app's NVTX ranges (leave NVTX_INJECTION64_PATH as it is)");
+  run->add_flag("--nvtx-emit", options->nvtx_emit,
+                "Emit gpumemtrace's own NVTX markers (failed allocations, live-bytes peak steps) and ranges (start-up, "
+                "flushes, shutdown) in the domain \"gpumemtrace\", for the NVTX tool we chain to (Nsight Systems)");
+  run->add_option("--nvtx-peak-step", options->nvtx_peak_step,
+                  "With --nvtx-emit: a marker each time live bytes pass a new multiple of BYTES (0: none; default "
+                  "1073741824, 1 GiB)")
+      ->option_text("BYTES");
   // No positional option: with prefix_command, CLI11 hands the app's argv over verbatim as remaining();
   // after "--" main() has already taken it (set_run_app_argv).
   return [options, run] {

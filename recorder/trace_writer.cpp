@@ -7,12 +7,27 @@
 #include <cstring>
 #include <string>
 
+#include "recorder/strings.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::recorder {
+namespace {
+
+WriterObserver* g_observer = nullptr;
+
+}  // namespace
+
+void set_writer_observer(WriterObserver* observer) { g_observer = observer; }
 
 bool TraceWriter::create(const std::string& path, std::string& error) {
+  if (g_observer) g_observer->on_create_begin();
+  bool created = create_file(path, error);
+  if (g_observer) g_observer->on_create_end();
+  return created;
+}
+
+bool TraceWriter::create_file(const std::string& path, std::string& error) {
   // O_EXCL: an existing file is never overwritten (the CLI removes it first when asked to with --force).
   int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -41,7 +56,13 @@ bool TraceWriter::create(const std::string& path, std::string& error) {
             prepare(&insert_module_, "INSERT INTO modules(path, base, size, build_id) VALUES (?1, ?2, ?3, ?4)") &&
             prepare(&upsert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") &&
             prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
-                                         "VALUES (?1, ?2, ?3, ?4, ?5)");
+                                         "VALUES (?1, ?2, ?3, ?4, ?5)") &&
+            prepare(&insert_string_, "INSERT INTO strings(id, text) VALUES (?1, ?2)") &&
+            prepare(&insert_range_, "INSERT INTO ranges(id, thread_id, domain_id, name_id, start_ns, depth, end_ns, "
+                                    "end_thread_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") &&
+            prepare(&end_range_,
+                    "UPDATE ranges SET end_ns = ?2, end_thread_id = ?3 WHERE id = ?1 AND end_ns IS NULL") &&
+            prepare(&insert_mark_, "INSERT INTO marks(time_ns, thread_id, domain_id, name_id) VALUES (?1, ?2, ?3, ?4)");
   if (!ok) {
     error = "cannot initialize trace '" + path + "': " + last_error_;
     close();
@@ -60,8 +81,19 @@ void TraceWriter::set_meta(const char* key, const std::string& value) {
 bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
                               const size_t* run_lengths, size_t runs, const std::vector<Module>& modules) {
   if (!db_) return false;
+  size_t events = 0;
+  for (size_t r = 0; r < runs; ++r) events += run_lengths[r];
+  bool observed = g_observer != nullptr;
+  if (observed) g_observer->on_batch_begin(events);
+  struct EndObserved {
+    bool active;
+    ~EndObserved() {
+      if (active) g_observer->on_batch_end();
+    }
+  } end_observed{observed};
   if (!exec("BEGIN")) return false;
-  bool ok = true;
+  uint32_t strings_written = strings_written_;
+  bool ok = write_new_strings(strings_written);
   for (const auto& m : modules) {
     sqlite3_bind_text(insert_module_, 1, m.path.data(), static_cast<int>(m.path.size()), SQLITE_TRANSIENT);
     sqlite3_bind_int64(insert_module_, 2, static_cast<sqlite3_int64>(m.base));
@@ -87,6 +119,12 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
   for (size_t r = 0; r < runs; ++r) {
     for (size_t i = 0; i < run_lengths[r]; ++i) {
       const EventRecord& e = event_runs[r][i];
+      if (observed) g_observer->on_event(e);
+      if (e.kind == schema::EventKind::RangeBegin || e.kind == schema::EventKind::RangeEnd ||
+          e.kind == schema::EventKind::Mark) {
+        ok &= write_range_event(e);
+        continue;
+      }
       if (e.kind == schema::EventKind::PoolUsage) {
         sqlite3_stmt* p = insert_pool_usage_;
         sqlite3_bind_int64(p, 1, static_cast<sqlite3_int64>(e.time_ns));
@@ -126,17 +164,91 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
       }
     }
   }
+  ok &= insert_pending_ranges();
   ok &= exec("COMMIT");
+  if (ok) strings_written_ = strings_written;
+  return ok;
+}
+
+// Every string interned since the last batch. Read after the batch's events were taken, so every name an
+// event of this batch refers to is among them (it was interned before its event was recorded).
+bool TraceWriter::write_new_strings(uint32_t& written) {
+  bool ok = true;
+  uint32_t count = string_count();
+  for (uint32_t id = written + 1; id <= count; ++id) {
+    std::string_view text = string_text(id);
+    sqlite3_bind_int64(insert_string_, 1, id);
+    sqlite3_bind_text(insert_string_, 2, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+    ok &= step_and_reset(insert_string_);
+  }
+  written = count;
+  return ok;
+}
+
+// NVTX ranges and marks: see the RangeBegin/RangeEnd/Mark mapping in schema/trace_schema.h. A range begun in
+// this batch is held until the batch ends, so that one that also ends in it (most do) costs one INSERT instead
+// of an INSERT and an UPDATE; one still open then is inserted with end_ns NULL and updated when it ends.
+bool TraceWriter::write_range_event(const EventRecord& e) {
+  if (e.kind == schema::EventKind::Mark) {
+    sqlite3_bind_int64(insert_mark_, 1, static_cast<sqlite3_int64>(e.time_ns));
+    sqlite3_bind_int64(insert_mark_, 2, e.thread_id);
+    sqlite3_bind_int64(insert_mark_, 3, static_cast<sqlite3_int64>(e.context));
+    sqlite3_bind_int64(insert_mark_, 4, static_cast<sqlite3_int64>(e.handle));
+    return step_and_reset(insert_mark_);
+  }
+  if (e.kind == schema::EventKind::RangeBegin) {
+    if (e.error < 0) open_start_end_ranges_[e.size] = e.address;  // start/end: found again by the app's id
+    pending_index_[e.address] = pending_ranges_.size();
+    pending_ranges_.push_back(PendingRange{e, 0, 0});
+    return true;
+  }
+  uint64_t id = e.address;
+  if (id == 0) {
+    auto it = open_start_end_ranges_.find(e.size);
+    if (it == open_start_end_ranges_.end()) return true;  // opened before this trace began (e.g. in a parent)
+    id = it->second;
+    open_start_end_ranges_.erase(it);
+  }
+  if (auto it = pending_index_.find(id); it != pending_index_.end()) {
+    PendingRange& r = pending_ranges_[it->second];
+    r.end_ns = e.time_ns;
+    r.end_thread_id = e.thread_id;
+    return true;
+  }
+  sqlite3_bind_int64(end_range_, 1, static_cast<sqlite3_int64>(id));
+  sqlite3_bind_int64(end_range_, 2, static_cast<sqlite3_int64>(e.time_ns));
+  sqlite3_bind_int64(end_range_, 3, e.thread_id);
+  return step_and_reset(end_range_);
+}
+
+bool TraceWriter::insert_pending_ranges() {
+  bool ok = true;
+  for (const PendingRange& r : pending_ranges_) {
+    const EventRecord& b = r.begin;
+    sqlite3_bind_int64(insert_range_, 1, static_cast<sqlite3_int64>(b.address));
+    sqlite3_bind_int64(insert_range_, 2, b.thread_id);
+    sqlite3_bind_int64(insert_range_, 3, static_cast<sqlite3_int64>(b.context));
+    sqlite3_bind_int64(insert_range_, 4, static_cast<sqlite3_int64>(b.handle));
+    sqlite3_bind_int64(insert_range_, 5, static_cast<sqlite3_int64>(b.time_ns));
+    sqlite3_bind_int(insert_range_, 6, b.error);
+    if (r.end_thread_id != 0) {
+      sqlite3_bind_int64(insert_range_, 7, static_cast<sqlite3_int64>(r.end_ns));
+      sqlite3_bind_int64(insert_range_, 8, r.end_thread_id);
+    }  // else both stay NULL (step_and_reset clears the bindings)
+    ok &= step_and_reset(insert_range_);
+  }
+  pending_ranges_.clear();
+  pending_index_.clear();
   return ok;
 }
 
 void TraceWriter::close() {
   for (sqlite3_stmt* s : {insert_event_, insert_failure_, insert_stack_, insert_frame_, insert_module_, upsert_meta_,
-                          insert_pool_usage_}) {
+                          insert_pool_usage_, insert_string_, insert_range_, end_range_, insert_mark_}) {
     sqlite3_finalize(s);
   }
   insert_event_ = insert_failure_ = insert_stack_ = insert_frame_ = insert_module_ = upsert_meta_ = nullptr;
-  insert_pool_usage_ = nullptr;
+  insert_pool_usage_ = insert_string_ = insert_range_ = end_range_ = insert_mark_ = nullptr;
   sqlite3_close(db_);
   db_ = nullptr;
 }

@@ -4,7 +4,9 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,21 @@
 
 namespace gmt::recorder {
 
+// Told about the writer's own work and the events it writes, so that they can be shown on a tool's timeline
+// (nvtx/emit.cpp: `run --nvtx-emit`). Called in the thread that writes (the writer thread, or the final flush
+// at exit), with the writer's lock held; never from a hook. None by default.
+class WriterObserver {
+ public:
+  virtual ~WriterObserver() = default;
+  virtual void on_create_begin() = 0;
+  virtual void on_create_end() = 0;
+  virtual void on_batch_begin(size_t events) = 0;  // every batch, also empty ones (every 200 ms)
+  virtual void on_event(const EventRecord& event) = 0;  // each event of the batch, in order
+  virtual void on_batch_end() = 0;
+};
+// Set once, before the first trace is created (or never).
+void set_writer_observer(WriterObserver* observer);
+
 class TraceWriter {
  public:
   // Creates a new trace at `path` (the file must not exist: never overwrite) readable by the owner only.
@@ -21,7 +38,8 @@ class TraceWriter {
   bool create(const std::string& path, std::string& error);
 
   void set_meta(const char* key, const std::string& value);
-  // One transaction: stacks first, so every event's stack_id exists when its event does.
+  // One transaction: stacks first, so every event's stack_id exists when its event does; likewise every
+  // string interned so far (recorder/strings.h) before the ranges and marks that name it.
   bool write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
                    const size_t* run_lengths, size_t runs, const std::vector<Module>& modules);
   void close();
@@ -29,9 +47,14 @@ class TraceWriter {
   const std::string& last_error() const { return last_error_; }
 
  private:
+  bool create_file(const std::string& path, std::string& error);
   bool exec(const char* sql);
   bool prepare(sqlite3_stmt** stmt, const char* sql);
   bool step_and_reset(sqlite3_stmt* stmt);
+  bool write_new_strings(uint32_t& written);
+  bool write_range_event(const EventRecord& e);
+  bool insert_pending_ranges();
+
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_event_ = nullptr;
@@ -41,6 +64,22 @@ class TraceWriter {
   sqlite3_stmt* insert_module_ = nullptr;
   sqlite3_stmt* upsert_meta_ = nullptr;
   sqlite3_stmt* insert_pool_usage_ = nullptr;
+  sqlite3_stmt* insert_string_ = nullptr;
+  sqlite3_stmt* insert_range_ = nullptr;
+  sqlite3_stmt* end_range_ = nullptr;
+  sqlite3_stmt* insert_mark_ = nullptr;
+  uint32_t strings_written_ = 0;  // ids 1..strings_written_ are in this trace (a forked child starts at 0)
+  // Open start/end ranges: the nvtxRangeId_t the app holds -> ranges.id. The app ends such a range by the id
+  // it was given (which may be another tool's, when chained), so the row is found here.
+  std::unordered_map<uint64_t, uint64_t> open_start_end_ranges_;
+  // Ranges begun in the batch being written, inserted at its end (with their end when it came in the batch).
+  struct PendingRange {
+    EventRecord begin;
+    uint64_t end_ns;
+    uint32_t end_thread_id;  // 0: still open
+  };
+  std::vector<PendingRange> pending_ranges_;
+  std::unordered_map<uint64_t, size_t> pending_index_;  // ranges.id -> index in pending_ranges_
   std::string last_error_;
 };
 

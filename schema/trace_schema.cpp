@@ -20,6 +20,9 @@ std::string_view to_string(EventKind kind) {
     case EventKind::VmmMap: return "vmm_map";
     case EventKind::VmmUnmap: return "vmm_unmap";
     case EventKind::PoolUsage: return "pool_usage";
+    case EventKind::RangeBegin: return "range_begin";
+    case EventKind::RangeEnd: return "range_end";
+    case EventKind::Mark: return "mark";
   }
   return "unknown";
 }

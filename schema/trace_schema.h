@@ -14,8 +14,10 @@
 namespace gmt::schema {
 
 // Version history: 1 = runtime hooks only; 2 = events.handle and events.context, driver-API, pool and
-// VMM events, CUPTI and driver-hook sources; 3 = the pool_usage table.
-inline constexpr int kSchemaVersion = 3;
+// VMM events, CUPTI and driver-hook sources; 3 = the pool_usage table; 4 = the application's NVTX ranges and
+// markers (tables strings, ranges, marks). Readers of v4 read every older trace: a trace without the new
+// tables simply has no ranges.
+inline constexpr int kSchemaVersion = 4;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -41,6 +43,19 @@ enum class EventKind : uint8_t {
   // A sample of a stream-ordered pool's reserved and used bytes. Stored in the pool_usage table, not in
   // events; in the recorder: address = pool, size = reserved bytes, handle = used bytes.
   PoolUsage = 16,
+  // The application's NVTX annotations (nvtx/, schema v4). Stored in the ranges and marks tables, never in
+  // events. In the recorder:
+  //   RangeBegin: address = ranges.id (the row), size = the nvtxRangeId_t handed to the app for a start/end
+  //               range (0 for push/pop), handle = name (strings.id, 0 = none), context = domain (strings.id of
+  //               the domain's name, 0 = the default domain), error = push/pop nesting depth in its domain
+  //               (0-based; -1 for a start/end range).
+  //   RangeEnd:   address = ranges.id of a push/pop range, or 0 for a start/end range, which is then found by
+  //               size = the nvtxRangeId_t the app passed to nvtxRangeEnd.
+  //   Mark:       handle = name, context = domain (as for RangeBegin).
+  // time_ns and thread_id are the call's; for RangeEnd they become ranges.end_ns and ranges.end_thread_id.
+  RangeBegin = 17,
+  RangeEnd = 18,
+  Mark = 19,
 };
 
 enum class MemoryKind : uint8_t {
@@ -109,7 +124,7 @@ std::string_view to_string(Api api);
 std::string_view to_string(Source source);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 16;
+inline constexpr int kMaxEventKind = 19;
 inline constexpr int kMaxMemoryKind = 4;
 inline constexpr int kMaxApi = 39;
 inline constexpr int kMaxSource = 3;
@@ -154,6 +169,27 @@ CREATE TABLE pool_usage (      -- stream-ordered pools, sampled (v3): see docs/t
   device         INTEGER NOT NULL,
   reserved_bytes INTEGER NOT NULL,  -- CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: memory the pool holds
   used_bytes     INTEGER NOT NULL   -- CU_MEMPOOL_ATTR_USED_MEM_CURRENT: of which handed out
+);
+CREATE TABLE strings (        -- interned NVTX names: domains, ranges, markers (v4)
+  id   INTEGER PRIMARY KEY,
+  text TEXT NOT NULL           -- UTF-8 (wide NVTX strings are converted)
+);
+CREATE TABLE ranges (         -- the application's NVTX ranges, push/pop and start/end (v4)
+  id            INTEGER PRIMARY KEY,
+  thread_id     INTEGER NOT NULL,  -- the thread that opened it (gettid)
+  domain_id     INTEGER NOT NULL,  -- strings.id of the domain's name; 0 = the default domain
+  name_id       INTEGER NOT NULL,  -- strings.id of the message; 0 = no message (or a payload-only event)
+  start_ns      INTEGER NOT NULL,  -- CLOCK_MONOTONIC, like events.time_ns
+  end_ns        INTEGER,           -- NULL while open, and for ranges never closed
+  depth         INTEGER NOT NULL,  -- push/pop: 0-based nesting depth in its domain on its thread; -1: start/end
+  end_thread_id INTEGER            -- the thread that closed it (start/end ranges may end on another thread)
+);
+CREATE TABLE marks (          -- the application's NVTX markers (nvtxMark*, nvtxDomainMarkEx) (v4)
+  id        INTEGER PRIMARY KEY,
+  time_ns   INTEGER NOT NULL,
+  thread_id INTEGER NOT NULL,
+  domain_id INTEGER NOT NULL,    -- as ranges.domain_id
+  name_id   INTEGER NOT NULL     -- as ranges.name_id
 );
 CREATE TABLE stacks (
   id    INTEGER PRIMARY KEY,
