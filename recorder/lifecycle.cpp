@@ -1,8 +1,9 @@
-// Process lifecycle of the preload library, in one place (STYLE.md rule 7): load, fork, exit.
+// Process lifecycle of the preload library, in one place (STYLE.md rule 7): load, fork, exit, fatal signals.
 #include <pthread.h>
 
 #include <cstdlib>
 
+#include "recorder/fatal_signals.h"
 #include "recorder/recorder.h"
 #include "recorder/settings.h"
 
@@ -18,6 +19,9 @@ __attribute__((constructor)) void on_load() {
   // Registered now, before the app's own static objects are constructed, so it runs after their
   // destructors (which may free GPU memory) and before the CUDA runtime tears itself down.
   std::atexit(flush_at_exit);
+  // A crash or a kill request still writes what is buffered (recorder/fatal_signals.h). Installed now, so
+  // that a handler the app installs later replaces ours (we never reinstall).
+  install_fatal_signal_handlers();
 }
 
 // Runs in _dl_fini, after every atexit handler: catches frees made by other libraries' exit handlers,

@@ -6,6 +6,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -30,6 +33,9 @@ constexpr size_t kChunkEvents = 4096;
 // is "no event is ever dropped"; the time spent waiting is the price when an app outruns SQLite.
 constexpr size_t kMaxPendingChunks = 256;
 constexpr auto kFlushInterval = std::chrono::milliseconds(200);
+// How often the writer looks for a flush asked for by a fatal-signal handler (flush_from_signal_handler): a
+// handler cannot wake a condition variable safely, so the writer polls an atomic between its 200 ms batches.
+constexpr auto kSignalPollInterval = std::chrono::milliseconds(10);
 
 struct Chunk {
   size_t count = 0;
@@ -56,11 +62,29 @@ struct Recorder {
   TraceWriter writer;
   ModuleMap modules;
   bool trace_created = false;
+  std::string trace_path;  // for messages; set when the trace is created
+  bool write_failed = false;  // a batch could not be written (disk full...): profiling stopped, said once
+
+  // Flushes asked for by fatal-signal handlers (async-signal-safe: atomics only). A handler takes a ticket
+  // (++flush_requested) and waits until the writer has written a batch taken after that (flush_done >=
+  // ticket). writer_serving: a writer thread exists and will serve requests; otherwise handlers do not wait.
+  std::atomic<uint64_t> flush_requested{0};
+  std::atomic<uint64_t> flush_done{0};
+  std::atomic<bool> writer_serving{false};
+  pid_t pid = getpid();  // the process this recorder belongs to (a forked child copies the parent's for a moment)
 };
 
 Recorder* g_recorder = new Recorder;
 
 thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec"))) = 0;
+// True while this (app) thread holds Recorder::mutex: a fatal-signal handler running on it must not wait for
+// the writer, which would wait for that mutex. Set and cleared with the lock held; read by the handler only.
+thread_local bool t_holds_recorder_lock __attribute__((tls_model("initial-exec"))) = false;
+
+struct HoldsRecorderLock {
+  HoldsRecorderLock() { t_holds_recorder_lock = true; }
+  ~HoldsRecorderLock() { t_holds_recorder_lock = false; }
+};
 
 Chunk* take_spare_chunk(Recorder& r) {
   if (r.spare.empty()) return new Chunk;
@@ -88,6 +112,7 @@ bool create_trace(Recorder& r) {
   if (r.trace_created) return r.writer.is_open();
   r.trace_created = true;
   std::string path = trace_path_for_this_process();
+  r.trace_path = path;
   std::string error;
   if (!r.writer.create(path, error)) {
     warn_once(error + "; the application continues without profiling");
@@ -134,7 +159,13 @@ Batch take_batch_locked(Recorder& r) {
   return b;
 }
 
-void write_batch(Recorder& r, Batch& batch) {
+// Writes one batch. The first failure (a full disk, an I/O error) stops profiling for good: one warning, the
+// failed transaction is rolled back by closing the trace, and later events are dropped, so the trace keeps
+// an exact prefix of the run (every event up to the last good batch) instead of a run with holes. Returns
+// false when profiling has stopped.
+bool write_batch(Recorder& r, Batch& batch) {
+  bool failed = false;
+  bool stopped;
   {
     std::lock_guard write_lock(r.write_mutex);
     if (r.writer.is_open()) {
@@ -146,13 +177,27 @@ void write_batch(Recorder& r, Batch& batch) {
       }
       std::vector<Module> modules = r.modules.scan_new_modules();
       if (!r.writer.write_batch(batch.stacks, runs.data(), lengths.data(), runs.size(), modules)) {
-        warn_once("writing the trace failed (" + r.writer.last_error() + "); events of this batch are lost");
+        failed = true;
+        r.write_failed = true;
+        warn_once("writing the trace '" + r.trace_path + "' failed (" + r.writer.last_error() +
+                  "); profiling stopped: the trace keeps the events written before, and the application "
+                  "continues");
+        r.writer.close();  // rolls the failed transaction back; every committed batch stays readable
       }
     }
+    stopped = r.write_failed;
   }
   std::lock_guard lock(r.mutex);
   for (Chunk* c : batch.chunks) r.spare.push_back(c);
+  if (failed) r.disabled = true;  // record() drops events from now on; producers waiting below go on
   r.chunk_written.notify_all();
+  return !stopped;
+}
+
+// True when the writer has something to do before its next periodic batch.
+bool writer_has_work_locked(const Recorder& r) {
+  return r.stop_requested || !r.full.empty() ||
+         r.flush_requested.load(std::memory_order_acquire) != r.flush_done.load(std::memory_order_relaxed);
 }
 
 void writer_main(Recorder* r) {
@@ -163,6 +208,7 @@ void writer_main(Recorder* r) {
     ok = create_trace(*r);
   }
   if (!ok) {
+    r->writer_serving.store(false, std::memory_order_release);
     std::lock_guard lock(r->mutex);
     r->disabled = true;
     r->chunk_written.notify_all();
@@ -171,19 +217,30 @@ void writer_main(Recorder* r) {
   for (;;) {
     Batch batch;
     bool stop;
+    uint64_t serving;  // the signal-flush tickets this batch answers
     {
       std::unique_lock lock(r->mutex);
-      r->wake_writer.wait_for(lock, kFlushInterval, [r] { return r->stop_requested || !r->full.empty(); });
+      auto deadline = std::chrono::steady_clock::now() + kFlushInterval;
+      while (!writer_has_work_locked(*r)) {
+        auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) break;
+        r->wake_writer.wait_for(lock, std::min<std::chrono::steady_clock::duration>(kSignalPollInterval,
+                                                                                    deadline - now));
+      }
+      serving = r->flush_requested.load(std::memory_order_acquire);
       batch = take_batch_locked(*r);
       stop = r->stop_requested;
     }
-    write_batch(*r, batch);
-    if (stop) return;
+    bool written = write_batch(*r, batch);
+    r->flush_done.store(serving, std::memory_order_release);
+    if (stop || !written) break;
   }
+  r->writer_serving.store(false, std::memory_order_release);
 }
 
 void start_writer_locked(Recorder& r) {
   r.writer_started = true;
+  r.writer_serving.store(true, std::memory_order_release);  // requests wait for it while it creates the trace
   // The writer must never take a signal meant for the app: block all of them while creating it.
   sigset_t all, previous;
   sigfillset(&all);
@@ -211,6 +268,7 @@ void record(EventRecord& event, bool take_stack) {
   if (take_stack && settings().take_stacks) capture_stack(raw);  // outside the lock: the costly part
 
   std::unique_lock lock(r.mutex);
+  HoldsRecorderLock holds;  // destroyed before `lock`: cleared while the mutex is still held
   if (r.disabled) return;
   if (raw.depth > 0) event.stack_id = r.stacks.intern(raw);
   if (!r.writer_started) start_writer_locked(r);
@@ -221,9 +279,11 @@ void record(EventRecord& event, bool take_stack) {
   r.current = nullptr;
   r.wake_writer.notify_one();
   // Back-pressure instead of loss. Only while a writer thread is there to drain the queue.
+  t_holds_recorder_lock = false;  // the wait releases the mutex
   r.chunk_written.wait(lock, [&r] {
     return r.full.size() <= kMaxPendingChunks || r.disabled || r.stop_requested;
   });
+  t_holds_recorder_lock = true;
 }
 
 void finish(bool close) {
@@ -232,6 +292,7 @@ void finish(bool close) {
   std::thread writer;
   {
     std::lock_guard lock(r.mutex);
+    HoldsRecorderLock holds;
     if (!r.writer_started) return;  // this process never touched CUDA: no trace of its own
     r.stop_requested = true;
     r.wake_writer.notify_one();
@@ -244,6 +305,7 @@ void finish(bool close) {
   Batch batch;
   {
     std::lock_guard lock(r.mutex);
+    HoldsRecorderLock holds;
     batch = take_batch_locked(r);
     if (close) r.disabled = true;
   }
@@ -251,7 +313,7 @@ void finish(bool close) {
     std::lock_guard write_lock(r.write_mutex);
     if (!create_trace(r)) return;
   }
-  write_batch(r, batch);
+  if (!write_batch(r, batch)) return;
   std::lock_guard write_lock(r.write_mutex);
   if (!r.writer.is_open()) return;
   write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
@@ -263,11 +325,32 @@ void finish(bool close) {
 void lock_for_fork() {
   g_recorder->write_mutex.lock();
   g_recorder->mutex.lock();
+  t_holds_recorder_lock = true;
 }
 
 void unlock_after_fork_in_parent() {
+  t_holds_recorder_lock = false;
   g_recorder->mutex.unlock();
   g_recorder->write_mutex.unlock();
+}
+
+bool flush_from_signal_handler(int timeout_ms) {
+  // Async-signal-safe: atomics, clock_gettime and nanosleep only. Everything that is not (SQLite, malloc,
+  // mutexes) happens in the writer thread, which runs on while this thread waits here.
+  if (t_holds_recorder_lock) return false;  // the writer would wait for the mutex this thread holds
+  Recorder* r = g_recorder;
+  if (r->pid != getpid()) return false;  // a child between fork and its atfork handler: no writer here
+  if (!r->writer_serving.load(std::memory_order_acquire)) return false;
+  uint64_t ticket = r->flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
+  uint64_t deadline = now_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
+  while (r->flush_done.load(std::memory_order_acquire) < ticket) {
+    if (!r->writer_serving.load(std::memory_order_acquire) || now_ns() > deadline) return false;
+    timespec pause{0, 1000000};  // 1 ms
+    int saved_errno = errno;
+    nanosleep(&pause, nullptr);
+    errno = saved_errno;
+  }
+  return true;
 }
 
 void reset_after_fork_in_child() {
@@ -275,6 +358,7 @@ void reset_after_fork_in_child() {
   // thread does not exist here, and its SQLite connection must not be used by two processes.
   g_recorder = new Recorder;
   t_thread_id = 0;
+  t_holds_recorder_lock = false;
   Settings& s = settings();
   s.start_unix_ns = 0;
   timespec ts{};

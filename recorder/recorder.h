@@ -22,6 +22,13 @@ void record(EventRecord& event, bool take_stack);
 // With `close`, the trace is closed and later events are dropped.
 void finish(bool close);
 
+// For fatal-signal handlers (recorder/fatal_signals.cpp) and nothing else. Async-signal-safe: asks the writer
+// thread to write everything buffered so far and waits for it, at most `timeout_ms`; the handler itself
+// touches no lock, no malloc and no SQLite. Returns false at once when this thread holds the recorder's lock
+// or no writer thread runs, and false after the timeout (the writer is stuck: e.g. on a lock the dying
+// thread holds). True when the flush completed.
+bool flush_from_signal_handler(int timeout_ms);
+
 // Called in a forked child: forget the parent's buffers and writer; the child starts its own trace.
 void reset_after_fork_in_child();
 // Called around fork in the parent, so that the child never inherits a lock held mid-write.

@@ -3,9 +3,11 @@
 # it must already be installed, with nvcc on PATH (or in /usr/local/cuda/bin).
 set -euo pipefail
 
+# clang and libclang-rt-dev: libFuzzer, for the fuzz tests (tests/fuzz; they skip without it).
 packages=(cmake ninja-build g++ python3
           libsqlite3-dev sqlite3 libfmt-dev libcli11-dev nlohmann-json3-dev
-          libunwind-dev libdw-dev libelf-dev libgtest-dev)
+          libunwind-dev libdw-dev libelf-dev libgtest-dev
+          clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,177 @@
+// The recorder alone (recorder/ objects linked in, no hooks, no CUDA): many threads recording at once, and
+// the flush that fatal-signal handlers ask for. Built in every build directory; the one that matters most
+// is ThreadSanitizer's (scripts/sanitize.sh), which cannot preload the library into the e2e apps.
+// Usage:
+//   recorder_stress threads TRACE [threads=8] [pairs=20000]   counts and bytes exact after finish()
+//   recorder_stress signal-flush TRACE                         a signal handler's flush writes everything
+// Exit 0 when every check holds; otherwise prints what differs and exits 1.
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recorder/guard.h"
+#include "recorder/recorder.h"
+#include "recorder/settings.h"
+
+namespace {
+
+using gmt::recorder::EventRecord;
+using gmt::schema::Api;
+using gmt::schema::EventKind;
+using gmt::schema::MemoryKind;
+
+int g_failures = 0;
+
+void expect_eq(const char* what, int64_t got, int64_t want) {
+  if (got == want) return;
+  std::fprintf(stderr, "FAIL %s: got %lld, want %lld\n", what, static_cast<long long>(got),
+               static_cast<long long>(want));
+  ++g_failures;
+}
+
+int64_t query_int(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  int64_t value = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+      value = sqlite3_column_int64(stmt, 0);
+    } else {
+      std::fprintf(stderr, "query failed: %s: %s\n", sql, sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return value;
+}
+
+void record_one(EventKind kind, uint64_t address, uint64_t size, bool take_stack) {
+  gmt::recorder::HookScope scope;  // as a hook would
+  if (!scope.active()) return;
+  EventRecord e;
+  e.time_ns = gmt::recorder::now_ns();
+  e.thread_id = gmt::recorder::current_thread_id();
+  e.kind = kind;
+  e.api = kind == EventKind::Alloc ? Api::cudaMalloc : Api::cudaFree;
+  e.memory_kind = MemoryKind::Device;
+  e.device = 0;
+  e.address = address;
+  e.size = size;
+  gmt::recorder::record(e, take_stack);
+}
+
+void use_trace(const std::string& path) {
+  unlink(path.c_str());
+  setenv("GMT_OUTPUT", path.c_str(), 1);
+  unsetenv("GMT_ROOT_PID");
+  gmt::recorder::load_settings_from_environment();
+}
+
+int run_threads(const std::string& path, int threads, int pairs) {
+  use_trace(path);
+  std::atomic<bool> done{false};
+  std::atomic<int> flushes{0};
+  // Meanwhile, flush requests as a fatal-signal handler makes them (outside a handler here): they must never
+  // disturb the counts, and under TSan the hand-off between handler and writer is checked too.
+  std::thread flusher([&] {
+    while (!done.load()) {
+      if (gmt::recorder::flush_from_signal_handler(2000)) flushes.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+  });
+  // The workers never exit: a thread that took stacks owns a libunwind trace cache, freed at thread exit by a
+  // key destructor that locks a mutex after ThreadSanitizer (GCC 12) has finished the thread, which crashes
+  // TSan. They report being done and park; the process exits with them parked (no destructor runs then).
+  std::atomic<int> finished{0};
+  for (int t = 0; t < threads; ++t) {
+    std::thread([t, pairs, &finished] {
+      for (int i = 0; i < pairs; ++i) {
+        uint64_t address = (static_cast<uint64_t>(t + 1) << 40) + static_cast<uint64_t>(i) * 512;
+        record_one(EventKind::Alloc, address, 256 + (i % 7) * 512, /*take_stack=*/i % 8 == 0);
+        if (i % 1000 != 999) record_one(EventKind::Free, address, 0, /*take_stack=*/i % 8 == 0);
+      }
+      finished.fetch_add(1);
+      for (;;) pause();
+    }).detach();
+  }
+  while (finished.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  done = true;
+  flusher.join();
+  gmt::recorder::finish(/*close=*/true);
+
+  int64_t allocs = int64_t{threads} * pairs;
+  int64_t kept_per_thread = pairs / 1000;
+  int64_t frees = allocs - int64_t{threads} * kept_per_thread;
+  int64_t bytes_per_thread = 0, kept_bytes_per_thread = 0;
+  for (int i = 0; i < pairs; ++i) {
+    bytes_per_thread += 256 + (i % 7) * 512;
+    if (i % 1000 == 999) kept_bytes_per_thread += 256 + (i % 7) * 512;
+  }
+  expect_eq("alloc events", query_int(path, "SELECT count(*) FROM events WHERE kind = 1"), allocs);
+  expect_eq("free events", query_int(path, "SELECT count(*) FROM events WHERE kind = 2"), frees);
+  expect_eq("allocated bytes", query_int(path, "SELECT sum(size) FROM events WHERE kind = 1"),
+            bytes_per_thread * threads);
+  expect_eq("distinct allocated addresses", query_int(path, "SELECT count(DISTINCT address) FROM events WHERE kind = 1"),
+            allocs);
+  expect_eq("live bytes at the end",
+            query_int(path, "SELECT (SELECT sum(size) FROM events WHERE kind = 1) - "
+                            "(SELECT coalesce(sum(a.size), 0) FROM events a WHERE a.kind = 1 AND a.address IN "
+                            "(SELECT address FROM events WHERE kind = 2))"),
+            kept_bytes_per_thread * threads);
+  expect_eq("threads seen", query_int(path, "SELECT count(DISTINCT thread_id) FROM events"), threads);
+  expect_eq("events with a stack that does not exist",
+            query_int(path, "SELECT count(*) FROM events WHERE stack_id != 0 AND stack_id NOT IN (SELECT id FROM stacks)"),
+            0);
+  expect_eq("complete", query_int(path, "SELECT value FROM meta WHERE key = 'complete'"), 1);
+  std::printf("threads=%d pairs=%d flushes_served=%d failures=%d\n", threads, pairs, flushes.load(), g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+std::atomic<int> g_handler_result{-1};
+
+void on_usr2(int) { g_handler_result = gmt::recorder::flush_from_signal_handler(2000) ? 1 : 0; }
+
+int run_signal_flush(const std::string& path) {
+  use_trace(path);
+  constexpr int kFirst = 1000, kSecond = 500;
+  for (int i = 0; i < kFirst; ++i) record_one(EventKind::Alloc, 0x1000 + i * 512, 512, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the periodic flush writes the first ones
+  for (int i = 0; i < kSecond; ++i) record_one(EventKind::Alloc, 0x100000 + i * 512, 512, true);
+  struct sigaction action {};
+  action.sa_handler = on_usr2;
+  sigaction(SIGUSR2, &action, nullptr);
+  auto before = std::chrono::steady_clock::now();
+  raise(SIGUSR2);  // runs the handler on this thread before raise returns
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - before);
+  expect_eq("handler's flush completed", g_handler_result.load(), 1);
+  // Read before finish(): the handler returned true only once the writer had written a batch taken after
+  // its request, so the second group is in the trace now, before any exit-time flush.
+  expect_eq("events in the trace after the handler's flush", query_int(path, "SELECT count(*) FROM events"),
+            kFirst + kSecond);
+  expect_eq("complete before exit", query_int(path, "SELECT value FROM meta WHERE key = 'complete'"), 0);
+  std::printf("signal flush took %lld ms; failures=%d\n", static_cast<long long>(waited.count()), g_failures);
+  gmt::recorder::finish(/*close=*/true);
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "threads") == 0) {
+    return run_threads(argv[2], argc > 3 ? std::atoi(argv[3]) : 8, argc > 4 ? std::atoi(argv[4]) : 20000);
+  }
+  if (argc >= 3 && std::strcmp(argv[1], "signal-flush") == 0) return run_signal_flush(argv[2]);
+  std::fprintf(stderr, "usage: recorder_stress threads|signal-flush TRACE [threads] [pairs]\n");
+  return 2;
+}
