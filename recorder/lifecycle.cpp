@@ -13,11 +13,17 @@ namespace {
 void flush_at_exit() { finish(/*close=*/false); }
 
 __attribute__((constructor)) void on_load() {
+  // _dl_fini clears this library's "initialized" mark before running destructors, so a dlopen of it during
+  // exit (an NVTX copy initializing late, the driver loading CUDA_INJECTION64_PATH) would run this again.
+  static bool loaded = false;
+  if (loaded) return;
+  loaded = true;
   load_settings_from_environment();
   // The child abandons the parent's (locked) recorder and starts a fresh one: see reset_after_fork_in_child.
   pthread_atfork(lock_for_fork, unlock_after_fork_in_parent, reset_after_fork_in_child);
-  // Registered now, before the app's own static objects are constructed, so it runs after their
-  // destructors (which may free GPU memory) and before the CUDA runtime tears itself down.
+  // atexit from a library constructor is tied to this library (glibc registers it with our DSO handle), so
+  // it runs when _dl_fini finalizes us, next to on_unload, not at exit() proper (seen with LD_DEBUG on glibc
+  // 2.36). It stays as a second flush for paths that finalize us without running our destructor.
   std::atexit(flush_at_exit);
   // A crash or a kill request still writes what is buffered (recorder/fatal_signals.h). Installed now, so
   // that a handler the app installs later replaces ours (we never reinstall).
