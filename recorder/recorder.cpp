@@ -29,10 +29,13 @@ namespace gmt::recorder {
 namespace {
 
 constexpr size_t kChunkEvents = 4096;
-// Past this many full chunks waiting for the writer (~17 MiB of events), producers wait for it: the policy
+// Past this many full chunks waiting for the writer (~92 MB of events at 88 B each), producers wait: the policy
 // is "no event is ever dropped"; the time spent waiting is the price when an app outruns SQLite.
 constexpr size_t kMaxPendingChunks = 256;
 constexpr auto kFlushInterval = std::chrono::milliseconds(200);
+// Chunks written per SQLite transaction (4096 events, 10-20 ms): what a fork waits for, at most, besides
+// an occasional WAL checkpoint inside a commit.
+constexpr size_t kChunksPerTransaction = 1;
 // How often the writer looks for a flush asked for by a fatal-signal handler (flush_from_signal_handler): a
 // handler cannot wake a condition variable safely, so the writer polls an atomic between its 200 ms batches.
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(10);
@@ -59,6 +62,12 @@ struct Recorder {
   std::thread writer_thread;
 
   std::mutex write_mutex;  // held during SQLite work; fork waits for it so the child inherits no half-write
+
+  // fork must get both locks even while producers and the writer take them back to back (std::mutex is not
+  // fair: measured, a fork under a flood of events waited 2-40 s). lock_for_fork holds fork_gate and raises
+  // fork_pending; whoever sees the flag before taking a lock waits at the gate until the fork is done.
+  std::mutex fork_gate;
+  std::atomic<bool> fork_pending{false};
   TraceWriter writer;
   ModuleMap modules;
   bool trace_created = false;
@@ -159,33 +168,47 @@ Batch take_batch_locked(Recorder& r) {
   return b;
 }
 
-// Writes one batch. The first failure (a full disk, an I/O error) stops profiling for good: one warning, the
-// failed transaction is rolled back by closing the trace, and later events are dropped, so the trace keeps
-// an exact prefix of the run (every event up to the last good batch) instead of a run with holes. Returns
+// Before taking Recorder::mutex or write_mutex: let a waiting fork go first.
+void yield_to_fork(Recorder& r) {
+  if (r.fork_pending.load(std::memory_order_acquire)) std::lock_guard gate(r.fork_gate);
+}
+
+// Writes one batch, as transactions of at most kChunksPerTransaction chunks: the write lock is given back
+// between them, so a fork (lock_for_fork) waits for one transaction, not for a whole backlog (under
+// back-pressure a batch holds up to 256 chunks, seconds of SQLite work). Stacks and modules go in the first
+// transaction, before any event that refers to them; a process killed in between leaves an exact prefix.
+// The first failure (a full disk, an I/O error) stops profiling for good: one warning, the failed
+// transaction is rolled back by closing the trace, and later events are dropped, so the trace keeps an exact
+// prefix of the run (every event up to the last good transaction) instead of a run with holes. Returns
 // false when profiling has stopped.
 bool write_batch(Recorder& r, Batch& batch) {
   bool failed = false;
-  bool stopped;
-  {
+  bool stopped = false;
+  for (size_t next = 0;;) {
+    yield_to_fork(r);
     std::lock_guard write_lock(r.write_mutex);
-    if (r.writer.is_open()) {
-      std::vector<const EventRecord*> runs;
-      std::vector<size_t> lengths;
-      for (Chunk* c : batch.chunks) {
-        runs.push_back(c->events);
-        lengths.push_back(c->count);
-      }
-      std::vector<Module> modules = r.modules.scan_new_modules();
-      if (!r.writer.write_batch(batch.stacks, runs.data(), lengths.data(), runs.size(), modules)) {
-        failed = true;
-        r.write_failed = true;
-        warn_once("writing the trace '" + r.trace_path + "' failed (" + r.writer.last_error() +
-                  "); profiling stopped: the trace keeps the events written before, and the application "
-                  "continues");
-        r.writer.close();  // rolls the failed transaction back; every committed batch stays readable
-      }
-    }
     stopped = r.write_failed;
+    if (stopped || !r.writer.is_open()) break;
+    bool first = next == 0;  // stacks and modules go with the first transaction of the batch
+    std::vector<const EventRecord*> runs;
+    std::vector<size_t> lengths;
+    for (size_t end = std::min(batch.chunks.size(), next + kChunksPerTransaction); next < end; ++next) {
+      runs.push_back(batch.chunks[next]->events);
+      lengths.push_back(batch.chunks[next]->count);
+    }
+    std::vector<NewStack> no_stacks;
+    std::vector<Module> modules;
+    if (first) modules = r.modules.scan_new_modules();
+    if (!r.writer.write_batch(first ? batch.stacks : no_stacks, runs.data(), lengths.data(), runs.size(),
+                              modules)) {
+      failed = stopped = r.write_failed = true;
+      warn_once("writing the trace '" + r.trace_path + "' failed (" + r.writer.last_error() +
+                "); profiling stopped: the trace keeps the events written before, and the application "
+                "continues");
+      r.writer.close();  // rolls the failed transaction back; every committed one stays readable
+      break;
+    }
+    if (next >= batch.chunks.size()) break;
   }
   std::lock_guard lock(r.mutex);
   for (Chunk* c : batch.chunks) r.spare.push_back(c);
@@ -218,6 +241,7 @@ void writer_main(Recorder* r) {
     Batch batch;
     bool stop;
     uint64_t serving;  // the signal-flush tickets this batch answers
+    yield_to_fork(*r);
     {
       std::unique_lock lock(r->mutex);
       auto deadline = std::chrono::steady_clock::now() + kFlushInterval;
@@ -267,6 +291,7 @@ void record(EventRecord& event, bool take_stack) {
   RawStack raw;
   if (take_stack && settings().take_stacks) capture_stack(raw);  // outside the lock: the costly part
 
+  yield_to_fork(r);
   std::unique_lock lock(r.mutex);
   HoldsRecorderLock holds;  // destroyed before `lock`: cleared while the mutex is still held
   if (r.disabled) return;
@@ -323,6 +348,8 @@ void finish(bool close) {
 }
 
 void lock_for_fork() {
+  g_recorder->fork_gate.lock();
+  g_recorder->fork_pending.store(true, std::memory_order_release);
   g_recorder->write_mutex.lock();
   g_recorder->mutex.lock();
   t_holds_recorder_lock = true;
@@ -332,6 +359,8 @@ void unlock_after_fork_in_parent() {
   t_holds_recorder_lock = false;
   g_recorder->mutex.unlock();
   g_recorder->write_mutex.unlock();
+  g_recorder->fork_pending.store(false, std::memory_order_release);
+  g_recorder->fork_gate.unlock();
 }
 
 bool flush_from_signal_handler(int timeout_ms) {

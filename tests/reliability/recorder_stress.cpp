@@ -4,11 +4,14 @@
 // Usage:
 //   recorder_stress threads TRACE [threads=8] [pairs=20000]   counts and bytes exact after finish()
 //   recorder_stress signal-flush TRACE                         a signal handler's flush writes everything
+//   recorder_stress fork-flood TRACE                           fork is not starved by a flood of events
 // Exit 0 when every check holds; otherwise prints what differs and exits 1.
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -165,6 +168,46 @@ int run_signal_flush(const std::string& path) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Two threads record as fast as they can (the writer falls behind: back-pressure, batches of up to 256
+// chunks) while the main thread forks. The atfork handler needs both recorder locks; std::mutex is not fair,
+// and without the fork gate a fork waited 2 s typically and up to 40 s here. Now it waits for one transaction.
+int run_fork_flood(const std::string& path) {
+  use_trace(path);
+  std::atomic<bool> stop{false};
+  std::atomic<int> finished{0};
+  for (int t = 0; t < 2; ++t) {
+    std::thread([t, &stop, &finished] {
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        record_one(EventKind::Alloc, (static_cast<uint64_t>(t + 1) << 40) + i * 512, 512, /*take_stack=*/false);
+      }
+      finished.fetch_add(1);
+      for (;;) pause();  // see run_threads
+    }).detach();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // let the backlog build up
+  std::vector<int64_t> fork_ms;
+  for (int k = 0; k < 10; ++k) {
+    auto before = std::chrono::steady_clock::now();
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    fork_ms.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - before).count());
+    int status = 0;
+    waitpid(pid, &status, 0);
+    expect_eq("child exit status", WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop = true;
+  while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::sort(fork_ms.begin(), fork_ms.end());
+  // Generous for a loaded CI machine (typically 10-20 ms); without the gate it was seconds.
+  if (fork_ms.back() > 1500) expect_eq("longest fork (ms) over 1500", fork_ms.back(), 0);
+  std::printf("fork under a flood: median %lld ms, longest %lld ms; failures=%d\n",
+              static_cast<long long>(fork_ms[fork_ms.size() / 2]), static_cast<long long>(fork_ms.back()), g_failures);
+  std::fflush(stdout);
+  gmt::recorder::finish(/*close=*/true);
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,6 +215,7 @@ int main(int argc, char** argv) {
     return run_threads(argv[2], argc > 3 ? std::atoi(argv[3]) : 8, argc > 4 ? std::atoi(argv[4]) : 20000);
   }
   if (argc >= 3 && std::strcmp(argv[1], "signal-flush") == 0) return run_signal_flush(argv[2]);
-  std::fprintf(stderr, "usage: recorder_stress threads|signal-flush TRACE [threads] [pairs]\n");
+  if (argc >= 3 && std::strcmp(argv[1], "fork-flood") == 0) return run_fork_flood(argv[2]);
+  std::fprintf(stderr, "usage: recorder_stress threads|signal-flush|fork-flood TRACE [threads] [pairs]\n");
   return 2;
 }
