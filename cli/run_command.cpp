@@ -255,8 +255,9 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("--no-nvtx-capture", options->no_nvtx_capture,
                 "Do not record the app's NVTX ranges (leave NVTX_INJECTION64_PATH as it is)");
   run->add_flag("--nvtx-emit", options->nvtx_emit,
-                "Emit gpumemtrace's own NVTX markers (failed allocations, live-bytes peak steps) and ranges (start-up, "
-                "flushes, shutdown) in the domain \"gpumemtrace\", for the NVTX tool we chain to (Nsight Systems)");
+                "Emit gpumemtrace's own NVTX markers (failed allocations, live-bytes peak steps), ranges (start-up, "
+                "flushes, shutdown) and a live-bytes counter per device in the domain \"gpumemtrace\", for the "
+                "NVTX tool we chain to (Nsight Systems)");
   run->add_option("--nvtx-peak-step", options->nvtx_peak_step,
                   "With --nvtx-emit: a marker each time live bytes pass a new multiple of BYTES (0: none; default "
                   "1073741824, 1 GiB)")

@@ -3,11 +3,15 @@
 //     written; only flushes that wrote something), "shutdown" (the flush at exit);
 //   - a marker for each failed allocation: "allocation failed: <bytes> B, <error name> (<code>)";
 //   - a marker each time live bytes pass a new multiple of the peak step (GMT_NVTX_PEAK_STEP, default 1 GiB):
-//     "live bytes passed <size> (<bytes> B)".
+//     "live bytes passed <size> (<bytes> B)";
+//   - an NVTX counter per device, "live bytes (device N)" (device -1: host memory), sampled at the end of each
+//     flush that changed it, so Nsight Systems draws the curve beside the kernels (NVTX's counters extension:
+//     the tool must support it; without a tool the samples go nowhere).
 // The markers are emitted by the thread that writes the trace, when it writes the event: up to one flush
 // interval (200 ms) after the allocation, never on the app's hot path. Live bytes are counted here from the
 // written events (device, managed and pinned allocations minus their frees, VMM physical memory from create to
-// release), so the hooks pay nothing for them.
+// release), so the hooks pay nothing for them. A counter sample is taken when the flush ends, so its time
+// stamp (the tool's) is up to one flush interval after the allocations it counts.
 //
 // This file holds the library's one NVTX copy (the full nvtx3 implementation). It attaches to this library
 // directly, as a static injection (NVTX's InitializeInjectionNvtx2_fnptr), not through NVTX_INJECTION64_PATH:
@@ -26,12 +30,14 @@
 #define NVTX_SUPPORT_DYNAMIC_INJECTION_LIBRARY 0
 #define NVTX_AS_SYSTEM_HEADER  // its loader, without the dynamic part, leaves a variable unused
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtCounters.h>
 
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <map>
 #include <unordered_map>
 
 #include "nvtx/nvtx_settings.h"
@@ -41,6 +47,7 @@
 #include "recorder/trace_writer.h"
 
 extern "C" int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);  // nvtx/injection.cpp
+extern "C" int InitializeInjectionNvtxExtension(void* module_info);                 // nvtx/injection.cpp
 
 namespace gmt::nvtx {
 namespace {
@@ -93,6 +100,7 @@ class Emitter final : public recorder::WriterObserver {
     batch_pushed_ = (events > 0 || exiting) && push(exiting ? Range::Shutdown : Range::Flush, true, events);
   }
   void on_batch_end() override {
+    sample_counters();
     if (batch_pushed_) pop();
     batch_pushed_ = false;
   }
@@ -103,16 +111,16 @@ class Emitter final : public recorder::WriterObserver {
         mark("allocation failed: " + std::to_string(e.size) + " B, " + error_text(e), e.size);
         break;
       case EventKind::Alloc:
-        if (peak_step_ != 0 && (e.memory_kind == MemoryKind::Device || e.memory_kind == MemoryKind::Managed ||
-                                e.memory_kind == MemoryKind::HostPinned)) {
-          add(live_[e.address], e.size);
+        if (e.memory_kind == MemoryKind::Device || e.memory_kind == MemoryKind::Managed ||
+            e.memory_kind == MemoryKind::HostPinned) {
+          add(live_[e.address], e.size, e.device);
         }
         break;
       case EventKind::Free:
         remove(live_, e.address);
         break;
       case EventKind::VmmCreate:
-        if (peak_step_ != 0) add(physical_[e.handle], e.size);
+        add(physical_[e.handle], e.size, e.device);
         break;
       case EventKind::VmmRelease:
         remove(physical_, e.handle);
@@ -203,29 +211,77 @@ class Emitter final : public recorder::WriterObserver {
     nvtxDomainMarkEx(Names::get().domain, &a);
   }
 
-  void add(uint64_t& slot, uint64_t size) {
-    live_bytes_ -= slot;  // an address seen again without its free: the newer size counts
-    slot = size;
+  struct Held {
+    uint64_t bytes = 0;
+    int64_t device = -1;
+  };
+  using HeldMap = std::unordered_map<uint64_t, Held>;
+
+  void add(Held& slot, uint64_t size, int64_t device) {
+    // An address seen again without its free: the newer allocation counts.
+    if (slot.bytes != 0) {
+      live_bytes_ -= slot.bytes;
+      device_bytes_[slot.device] -= slot.bytes;
+    }
+    slot = Held{size, device};
     live_bytes_ += size;
-    if (live_bytes_ < next_peak_) return;
+    device_bytes_[device] += size;
+    if (peak_step_ == 0 || live_bytes_ < next_peak_) return;
     uint64_t reached = live_bytes_ / peak_step_ * peak_step_;
     mark("live bytes passed " + human_bytes(reached) + " (" + std::to_string(reached) + " B)", live_bytes_);
     next_peak_ = reached + peak_step_;
   }
 
-  void remove(std::unordered_map<uint64_t, uint64_t>& map, uint64_t key) {
-    if (peak_step_ == 0) return;
+  void remove(HeldMap& map, uint64_t key) {
     auto it = map.find(key);
     if (it == map.end()) return;
-    live_bytes_ -= it->second;
+    live_bytes_ -= it->second.bytes;
+    device_bytes_[it->second.device] -= it->second.bytes;
     map.erase(it);
+  }
+
+  // One counter per device, registered on its first sample; a device's counter is sampled only when its live
+  // bytes changed since the last sample. A counter the tool did not register (no tool, or one without the
+  // counters extension: NVTX returns 0) is never sampled.
+  struct Counter {
+    uint64_t id = 0;
+    bool registered = false;
+    uint64_t last = 0;
+    bool sampled = false;
+  };
+
+  void sample_counters() {
+    if (silent()) return;
+    recorder::HookScope scope;
+    for (const auto& [device, bytes] : device_bytes_) {
+      Counter& counter = counters_[device];
+      if (counter.sampled && counter.last == bytes) continue;
+      if (!counter.registered) {
+        counter.registered = true;
+        std::string name = "live bytes (device " + std::to_string(device) + ")";
+        nvtxCounterAttr_t attr{};
+        attr.structSize = sizeof attr;
+        attr.schemaId = NVTX_PAYLOAD_ENTRY_TYPE_INT64;
+        attr.name = name.c_str();
+        attr.description = "bytes of device, managed, pinned and VMM physical memory allocated and not freed";
+        attr.scopeId = NVTX_SCOPE_CURRENT_SW_PROCESS;
+        attr.counterId = NVTX_COUNTER_ID_NONE;
+        counter.id = nvtxCounterRegister(Names::get().domain, &attr);
+      }
+      if (counter.id == NVTX_COUNTER_ID_NONE) continue;
+      nvtxCounterSampleInt64(Names::get().domain, counter.id, static_cast<int64_t>(bytes));
+      counter.last = bytes;
+      counter.sampled = true;
+    }
   }
 
   const uint64_t peak_step_;
   uint64_t next_peak_;
   uint64_t live_bytes_ = 0;
-  std::unordered_map<uint64_t, uint64_t> live_;      // address -> bytes
-  std::unordered_map<uint64_t, uint64_t> physical_;  // VMM handle -> bytes
+  HeldMap live_;      // address -> bytes and device
+  HeldMap physical_;  // VMM handle -> bytes and device
+  std::map<int64_t, uint64_t> device_bytes_;  // device -> live bytes
+  std::map<int64_t, Counter> counters_;
   // Per writer call; the writer's lock serializes the calls (writer thread, or the flush at exit).
   bool batch_pushed_ = false;
   bool create_pushed_ = false;
@@ -248,6 +304,9 @@ __attribute__((constructor)) void enable_from_environment() {
   if (const char* v = getenv(kEnvPeakStep); v && *v) step = std::strtoull(v, nullptr, 10);
   g_emitter = new Emitter(step);
   InitializeInjectionNvtx2_fnptr = &InitializeInjectionNvtx2;  // our copy's static injection: ourselves
+  // Its extensions (the counters) likewise: our extension entry hands each module to the chained tool.
+  InitializeInjectionNvtxExtension_fnptr =
+      reinterpret_cast<NvtxExtInitializeInjectionFunc_t>(&InitializeInjectionNvtxExtension);
   recorder::set_writer_observer(g_emitter);
 }
 

@@ -17,12 +17,16 @@
 //   start          <domain> <message> <id>
 //   end            <domain> <id> <known|UNKNOWN>
 //   mark           <domain> <message> <payload or ->
-//   ext_init       <module id>   (an NVTX extension module, e.g. the memory API; its calls stay no-ops here)
+//   ext_init       <module id>   (an NVTX extension module, e.g. the memory API; its calls stay no-ops here,
+//                                 except the counters module's, recorded as below)
+//   counter_register <domain> <name> <schema id>
+//   counter        <domain> <counter name> <value>   (nvtxCounterSampleInt64)
 // A message is the text, "(registered:<text>)" for a registered string of ours, "BAD_STRING" for a registered
 // handle we never made, "(null)" for none.
 #define NVTX_NO_IMPL
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtCounters.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -190,6 +194,29 @@ nvtxDomainHandle_t create_domain(const std::string& name) {
 nvtxDomainHandle_t domain_create_a(const char* name) { return create_domain(name ? name : ""); }
 nvtxDomainHandle_t domain_create_w(const wchar_t* name) { return create_domain(name ? utf8(name) : ""); }
 
+// Counters (NVTX's counters extension): ids from 1, names kept to label the samples.
+std::map<uint64_t, std::string>* g_counters = new std::map<uint64_t, std::string>;
+
+uint64_t counter_register(nvtxDomainHandle_t d, const nvtxCounterAttr_t* attr) {
+  if (!attr) return NVTX_COUNTER_ID_NONE;
+  std::string name = attr->name ? attr->name : "(null)";
+  emit("counter_register\t" + domain_name(d) + "\t" + name + "\t" + std::to_string(attr->schemaId));
+  std::lock_guard lock(g_mutex);
+  uint64_t id = g_counters->size() + 1;
+  (*g_counters)[id] = name;
+  return id;
+}
+
+void counter_sample_int64(nvtxDomainHandle_t d, uint64_t id, int64_t value) {
+  std::string name;
+  {
+    std::lock_guard lock(g_mutex);
+    auto it = g_counters->find(id);
+    name = it == g_counters->end() ? "UNKNOWN" : it->second;
+  }
+  emit("counter\t" + domain_name(d) + "\t" + name + "\t" + std::to_string(value));
+}
+
 template <typename F>
 void set(NvtxFunctionTable table, unsigned size, unsigned id, F f) {
   if (table && id < size && table[id]) *table[id] = reinterpret_cast<NvtxFunctionPointer>(f);
@@ -239,12 +266,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(N
   return 1;
 }
 
-// NVTX extensions: record that the module reached us, attach nothing (its calls become no-ops).
+// NVTX extensions: record that the module reached us; attach to the counters module (its register and int64
+// sample slots), and nothing else (other modules' calls become no-ops).
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(void* module_info) {
   if (g_fd < 0 || !module_info) return 0;
-  struct ModuleInfoStart {  // the head of nvtxExtModuleInfo_t
-    uint16_t nvtxVer, structSize, moduleId, compatId;
-  };
-  emit("ext_init\t" + std::to_string(static_cast<const ModuleInfoStart*>(module_info)->moduleId));
+  auto* info = static_cast<nvtxExtModuleInfo_t*>(module_info);
+  emit("ext_init\t" + std::to_string(info->moduleId));
+  if (info->moduleId == NVTX_EXT_COUNTERS_MODULEID && info->segmentsCount > 0 && info->segments) {
+    nvtxExtModuleSegment_t& segment = info->segments[0];
+    if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxCounterSampleInt64) {
+      segment.functionSlots[NVTX3EXT_CBID_nvtxCounterRegister] = reinterpret_cast<intptr_t>(&counter_register);
+      segment.functionSlots[NVTX3EXT_CBID_nvtxCounterSampleInt64] = reinterpret_cast<intptr_t>(&counter_sample_int64);
+    }
+  }
   return 1;
 }

@@ -5,7 +5,7 @@ domain, markers and ranges; and a tool that fails never costs the app its NVTX o
 import collections
 import unittest
 
-from gmt_e2e import TraceDirTestCase
+from gmt_e2e import TraceDirTestCase, report_json
 from nvtx_support import (COPIES_PROGRAM, EXPECTED_LEVELS, EXPECTED_RANGES, NVTX_SAMPLE, RECORDING_LIBRARY, STEPS, WIDE,
                           parse_levels, read_marks, read_ranges, read_recording, read_strings, recorded_ranges, run_gmt,
                           run_raw)
@@ -138,6 +138,21 @@ class EmitTest(TraceDirTestCase):
         # Live bytes peak at 2 MiB: the 1 MiB leaked in step 2 plus step 3's 1 MiB batch.
         marks = [f[2] for f in self.own if f[0] == "mark" and f[2].startswith("live bytes")]
         self.assertEqual(marks, ["live bytes passed 1.00 MiB (1048576 B)", "live bytes passed 2.00 MiB (2097152 B)"])
+
+    def test_live_bytes_counter(self):
+        # One counter (every allocation of the sample is on device 0), registered once with the int64 type.
+        registered = [f[2:] for f in self.own if f[0] == "counter_register"]
+        self.assertEqual(registered, [("live bytes (device 0)", "17")])  # NVTX_PAYLOAD_ENTRY_TYPE_INT64
+        values = [int(f[3]) for f in self.own if f[0] == "counter" and f[2] == "live bytes (device 0)"]
+        self.assertGreaterEqual(len(values), 2, values)  # flushes during the run, and the one at exit
+        self.assertEqual(sum(1 for f in self.own if f[0] == "counter"), len(values))  # no UNKNOWN counter
+        # Sampled only when the value changed; never above the analyzer's peak; the last one is what the
+        # analyzer finds live at the end.
+        self.assertTrue(all(a != b for a, b in zip(values, values[1:])), values)
+        report = report_json(self.trace)
+        self.assertLessEqual(max(values), report["totals"]["peak_bytes"])
+        self.assertEqual(values[-1], report["totals"]["leaked_bytes"])
+        self.assertGreater(values[-1], 0)
 
     def test_our_ranges(self):
         pushes = [f[2] for f in self.own if f[0] == "push"]
