@@ -40,12 +40,7 @@ __attribute__((noinline)) void driver_temporaries() {
 }  // namespace
 
 int main() {
-  DRIVER_CHECK(cuInit(0));
-  CUdevice device;
-  DRIVER_CHECK(cuDeviceGet(&device, 0));
-  CUcontext context;
-  DRIVER_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-  DRIVER_CHECK(cuCtxSetCurrent(context));
+  use_primary_context_of_device0();
 
   driver_device_buffer(3 << 20);
   driver_host_buffer(128 << 10);

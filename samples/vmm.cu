@@ -32,12 +32,7 @@ void map_with_access(CUdeviceptr address, size_t bytes, CUmemGenericAllocationHa
 }  // namespace
 
 int main() {
-  DRIVER_CHECK(cuInit(0));
-  CUdevice device;
-  DRIVER_CHECK(cuDeviceGet(&device, 0));
-  CUcontext context;
-  DRIVER_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-  DRIVER_CHECK(cuCtxSetCurrent(context));
+  use_primary_context_of_device0();
 
   CUmemAllocationProp prop = device_memory(0);
   size_t granularity = 0;
