@@ -17,7 +17,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 {
   echo "== machine"; nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -1; g++ --version | head -1; cmake --version | head -1
-  echo "== commit $(git rev-parse --short HEAD 2>/dev/null || cat .gpu/commit 2>/dev/null || echo unknown)"
+  # .gpu/commit first: gpu-prepare.sh writes it from the tree being copied; the copy's own .git may be older.
+  echo "== commit $(cat .gpu/commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 } 2>&1 | tee "$out/machine.txt"
 
 build=/tmp/gmt-build
