@@ -3,10 +3,12 @@
 (and CUPTI without stacks), interleaved, several rounds, and prints the median ns per pair of each case, its spread, and the
 ratio to raw. Device timings move by tens of percent between runs, so only interleaved medians are compared.
 
-Usage: bench/overhead.py BUILD_DIR [rounds=5] [--simulate]
+Usage: bench/overhead.py BUILD_DIR [rounds=5] [--simulate] [--with-sanitizer]
+  --with-sanitizer: also `compute-sanitizer --leak-check full` (the peer; slow), on a GPU only
 """
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,9 @@ def main():
         for backend in ("cupti", "hooks", "runtime"):
             variants[backend] = profiled("--backend", backend)
         variants["cupti, no stacks"] = profiled("--backend", "cupti", "--no-stacks")
+        if "--with-sanitizer" in sys.argv:
+            sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+            variants["compute-sanitizer"] = lambda trace: [sanitizer, "--leak-check", "full", bench]
     env = dict(os.environ)
     if simulate:
         env["LD_LIBRARY_PATH"] = os.path.join(build, "lib", "gpumemtrace", "sim")
@@ -44,7 +49,8 @@ def main():
         for r in range(rounds):
             for index, (name, command) in enumerate(variants.items()):
                 trace = os.path.join(tmp, f"round{r}-variant{index}.db")
-                for case, ns in run_once(command(trace), env=env if name == "raw" else None).items():
+                raw_env = name in ("raw", "compute-sanitizer")
+                for case, ns in run_once(command(trace), env=env if raw_env else None).items():
                     samples[name].setdefault(case, []).append(ns)
     cases = list(samples["raw"])
     print(f"{'case':38} " + " ".join(f"{name:>26}" for name in variants))

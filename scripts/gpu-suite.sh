@@ -33,7 +33,7 @@ grep -E "tests passed|Failed|\*\*\*" "$out/ctest.log" | tail -20
 ctest --test-dir "$build" --output-on-failure -L gpu -V -j2 >"$out/gpu-suite.log" 2>&1 || status=1
 grep -E "FIGURE|ok$|FAIL|ERROR|Error|Ran |^[0-9]+: OK|SKIP|tests passed" "$out/gpu-suite.log" | sed 's/^[0-9]*: //' | tail -60
 # Side-by-side overhead on the real GPU (docs/benchmarks.md).
-[ -n "${GMT_SKIP_BENCH:-}" ] || python3 bench/overhead.py "$build" 5 2>&1 | tee "$out/overhead.txt"
+[ -n "${GMT_SKIP_BENCH:-}" ] || python3 bench/overhead.py "$build" 5 --with-sanitizer 2>&1 | tee "$out/overhead.txt"
 # A real PyTorch training and inference step, raw vs profiled vs PyTorch's own recorder (issue 8's target: 0.5%).
 [ -n "${GMT_SKIP_BENCH:-}${GMT_SKIP_TORCH_BENCH:-}" ] || python3 bench/torch_step.py "$build" 3 2>&1 | tee "$out/torch_step.txt"
 exit $status
