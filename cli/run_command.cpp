@@ -30,6 +30,7 @@ struct RunOptions {
   bool simulate = false;
   std::string backend = "auto";
   bool no_stacks = false;
+  bool free_stacks = false;
   bool no_symbolize = false;
   bool quiet = false;
   bool no_nvtx_capture = false;
@@ -156,6 +157,7 @@ int run(const RunOptions& options) {
                       {"GMT_OUTPUT", spec.output_pattern},
                       {"GMT_REGISTRY", registry},
                       {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
+                      {"GMT_FREE_STACKS", options.free_stacks ? "1" : "0"},
                       {"GMT_SIMULATED", options.simulate ? "1" : "0"}};
   if (backend != "runtime") {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
@@ -249,6 +251,9 @@ CommandAction add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "cupti", "hooks", "runtime"}))
       ->capture_default_str();
   run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
+  run->add_flag("--free-stacks", options->free_stacks,
+                "Take call stacks for frees too (for your own SQL: the report attributes memory to the allocating "
+                "stack, so by default frees take none, which halves the cost of stacks)");
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
   run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");

@@ -12,6 +12,7 @@
 #include "recorder/backend.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
+#include "recorder/settings.h"
 
 // The per-thread-default-stream twins are exported by libcudart but not declared unless a program is built
 // with --default-stream per-thread; declare them with the same signatures as the plain calls.
@@ -78,7 +79,7 @@ void record_free(Api api, MemoryKind memory_kind, const void* address, cudaStrea
   EventRecord e = make_event(EventKind::Free, api, memory_kind, stream);
   e.address = reinterpret_cast<uint64_t>(address);
   e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
-  gmt::recorder::record(e, /*take_stack=*/true);
+  gmt::recorder::record(e, gmt::recorder::settings().take_free_stacks);
 }
 
 void record_stream_event(EventKind kind, Api api, cudaStream_t stream, cudaError_t result, bool take_stack) {

@@ -3,6 +3,7 @@
 #include "recorder/backend.h"
 #include "recorder/pool_sampler.h"
 #include "recorder/recorder.h"
+#include "recorder/settings.h"
 
 namespace gmt::recorder {
 namespace {
@@ -67,7 +68,7 @@ void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_
   EventRecord e = make_event(call, schema::EventKind::Free, kind);
   e.address = address;
   e.error = 0;
-  record(e, /*take_stack=*/true);
+  record(e, settings().take_free_stacks);
   // The free is recorded before it runs; the pool's usage drops only afterwards. The next stream-ordered
   // call's sample (or the final trim) shows it: sampling here would show the state before the free.
 }

@@ -30,6 +30,7 @@ void load_settings_from_environment() {
   if (const char* v = getenv(kEnvRootPid); v && *v) s.root_pid = std::strtol(v, nullptr, 10);
   if (const char* v = getenv(kEnvRegistry); v && *v) s.registry_path = v;
   if (const char* v = getenv(kEnvNoStacks); v && *v == '1') s.take_stacks = false;
+  if (const char* v = getenv(kEnvFreeStacks); v && *v == '1') s.take_free_stacks = true;
   if (const char* v = getenv(kEnvSimulated); v && *v == '1') s.simulated = true;
   s.start_unix_ns = clock_ns(CLOCK_REALTIME);
   s.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);

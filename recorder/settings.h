@@ -12,6 +12,9 @@ inline constexpr const char* kEnvOutput = "GMT_OUTPUT";      // trace path patte
 inline constexpr const char* kEnvRootPid = "GMT_ROOT_PID";   // pid of the process the CLI started
 inline constexpr const char* kEnvRegistry = "GMT_REGISTRY";  // file where each process appends its trace path
 inline constexpr const char* kEnvNoStacks = "GMT_NO_STACKS";  // "1": record events without call stacks
+// "1": frees take call stacks too. Off by default: the analysis never uses a free's stack (leaks, peaks and
+// growth are attributed to the allocating stack), and the walk is the costliest part of recording an event.
+inline constexpr const char* kEnvFreeStacks = "GMT_FREE_STACKS";
 inline constexpr const char* kEnvSimulated = "GMT_SIMULATED";  // "1": the CLI put the simulated runtime first
 
 struct Settings {
@@ -19,6 +22,7 @@ struct Settings {
   long root_pid = 0;
   std::string registry_path;
   bool take_stacks = true;
+  bool take_free_stacks = false;  // only with take_stacks
   bool simulated = false;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;

@@ -1,5 +1,6 @@
 """leaky under the simulated runtime: exact leaked bytes, counts, leak sites (function and source line)."""
 import os
+import sqlite3
 import unittest
 
 from gmt_e2e import (TraceDirTestCase, find_leak, marker_line, parse_truth, report_json, run_cli, sample)
@@ -83,6 +84,25 @@ class LeakyTest(TraceDirTestCase):
         limited = report_json(self.trace, "--top", "2")
         self.assertEqual(len(limited["leaks"]), 2)
         self.assertEqual(limited["totals"]["leaked_allocations"], 6)
+
+    def stack_ids_by_kind(self, trace):
+        with sqlite3.connect(trace) as db:  # kind 1 = alloc, 2 = free
+            rows = db.execute("SELECT kind, count(*), sum(stack_id != 0) FROM events WHERE kind IN (1, 2) "
+                              "GROUP BY kind ORDER BY kind").fetchall()
+        return {kind: (count, with_stack) for kind, count, with_stack in rows}
+
+    def test_frees_take_no_stack_unless_asked(self):
+        by_kind = self.stack_ids_by_kind(self.trace)
+        allocs, frees = by_kind[1], by_kind[2]
+        self.assertEqual(allocs[1], allocs[0])  # every allocation has its stack
+        self.assertGreater(frees[0], 0)
+        self.assertEqual(frees[1], 0)
+        trace = self.path("free-stacks.db")
+        result = run_cli("run", "--simulate", "-q", "--free-stacks", "-o", trace, "--", sample("leaky"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        by_kind = self.stack_ids_by_kind(trace)
+        self.assertEqual(by_kind[2][1], by_kind[2][0])  # every free has one now
+        self.assertEqual(report_json(trace)["totals"]["leaked_bytes"], self.truth[0]["leaked_bytes"])
 
 
 if __name__ == "__main__":
