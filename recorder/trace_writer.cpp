@@ -1,6 +1,7 @@
 #include "recorder/trace_writer.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +17,45 @@ namespace {
 
 WriterObserver* g_observer = nullptr;
 
+// Builds an empty trace of the current schema at `temporary` and closes it (the close checkpoints the WAL
+// into the file and removes the -wal and -shm files).
+bool build_empty_trace(const std::string& temporary, std::string& error) {
+  int fd = ::open(temporary.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = std::string("cannot create '") + temporary + "': " + std::strerror(errno);
+    return false;
+  }
+  ::close(fd);
+  sqlite3* db = nullptr;
+  bool ok = sqlite3_open_v2(temporary.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK;
+  if (!ok) error = std::string("cannot open '") + temporary + "': " + (db ? sqlite3_errmsg(db) : "out of memory");
+  if (ok && !schema::initialize_trace(db, error)) ok = false;
+  // No fsync for the empty file: the close's checkpoint would otherwise sync it twice while the app waits for
+  // its first flush. The trace's own connection syncs as docs/reliability.md says.
+  if (ok) sqlite3_exec(db, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr);
+  if (sqlite3_close(db) != SQLITE_OK && ok) {
+    error = "cannot close '" + temporary + "'";
+    ok = false;
+  }
+  return ok;
+}
+
+// Gives `temporary` the name `path` unless `path` exists: atomically, so that no one ever sees the name
+// without a complete file behind it, and an existing file is never replaced.
+bool move_into_place(const std::string& temporary, const std::string& path, std::string& error) {
+  if (::renameat2(AT_FDCWD, temporary.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno == EINVAL || errno == ENOSYS) {  // a file system without RENAME_NOREPLACE: a hard link does it
+    if (::link(temporary.c_str(), path.c_str()) == 0) {
+      ::unlink(temporary.c_str());
+      return true;
+    }
+  }
+  error = "cannot create trace '" + path + "': " + std::strerror(errno);
+  return false;
+}
+
+
+
 }  // namespace
 
 void set_writer_observer(WriterObserver* observer) { g_observer = observer; }
@@ -28,22 +68,27 @@ bool TraceWriter::create(const std::string& path, std::string& error) {
 }
 
 bool TraceWriter::create_file(const std::string& path, std::string& error) {
-  // O_EXCL: an existing file is never overwritten (the CLI removes it first when asked to with --force).
-  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    error = "cannot create trace '" + path + "': " + std::strerror(errno);
+  // The trace appears under its name only once its schema is committed: it is built under a temporary name
+  // next to it and moved into place. A process that dies meanwhile (an app whose own signal handler calls
+  // _exit right at start, seen on the H200) leaves no trace file rather than one without tables; at worst a
+  // stray "<trace>.init-<pid>". An existing trace is never overwritten (the CLI removes it first when asked
+  // to with --force).
+  std::string temporary = path + ".init-" + std::to_string(::getpid());
+  ::unlink(temporary.c_str());  // left by an earlier process with this pid that died in the same place
+  std::string build_error;
+  if (!build_empty_trace(temporary, build_error)) {
+    ::unlink(temporary.c_str());
+    error = "cannot create trace '" + path + "': " + build_error;
     return false;
   }
-  ::close(fd);
+  if (!move_into_place(temporary, path, error)) {
+    ::unlink(temporary.c_str());
+    return false;
+  }
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     error = "cannot open trace '" + path + "': " + (db_ ? sqlite3_errmsg(db_) : "out of memory");
     sqlite3_close(db_);
     db_ = nullptr;
-    return false;
-  }
-  if (!schema::initialize_trace(db_, last_error_)) {
-    error = "cannot initialize trace '" + path + "': " + last_error_;
-    close();
     return false;
   }
   bool ok = prepare(&insert_event_,

@@ -85,6 +85,11 @@ class LeakyTest(TraceDirTestCase):
         self.assertEqual(len(limited["leaks"]), 2)
         self.assertEqual(limited["totals"]["leaked_allocations"], 6)
 
+    def test_only_the_trace_is_left(self):
+        # The trace is built under a temporary name and moved into place: nothing else remains after the run.
+        leftovers = [name for name in os.listdir(os.path.dirname(self.trace)) if ".init-" in name]
+        self.assertEqual(leftovers, [])
+
     def stack_ids_by_kind(self, trace):
         with sqlite3.connect(trace) as db:  # kind 1 = alloc, 2 = free
             rows = db.execute("SELECT kind, count(*), sum(stack_id != 0) FROM events WHERE kind IN (1, 2) "
