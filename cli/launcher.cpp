@@ -42,7 +42,8 @@ void forward_signal(int sig) {
 // In the child, before exec: the root trace's name is known only now (it may hold %p). Refuse to overwrite,
 // and catch an unwritable directory before the app runs for hours.
 void prepare_output_in_child(const LaunchSpec& spec, int pipe_fd) {
-  std::string path = schema::expand_trace_pattern(spec.output_pattern, getpid(), schema::current_host_name());
+  std::string path = schema::expand_trace_pattern(spec.output_pattern, getpid(), schema::current_host_name(),
+                                                  schema::launch_identity_from_environment());
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) {
     if (!spec.overwrite) {
@@ -131,7 +132,9 @@ LaunchResult launch_and_wait(const LaunchSpec& spec) {
     return result;
   }
   result.started = true;
-  result.root_trace_path = schema::expand_trace_pattern(spec.output_pattern, child, schema::current_host_name());
+  // The child's launcher variables are ours: spec.environment sets none of them.
+  result.root_trace_path = schema::expand_trace_pattern(spec.output_pattern, child, schema::current_host_name(),
+                                                        schema::launch_identity_from_environment());
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

@@ -19,6 +19,7 @@
 #include "cli/install_layout.h"
 #include "cli/launcher.h"
 #include "cli/post_run.h"
+#include "schema/trace_naming.h"
 
 namespace gmt::cli {
 namespace {
@@ -123,6 +124,11 @@ std::string find_cupti_library() {
 }
 
 int run(const RunOptions& options) {
+  if (std::string unknown = schema::unknown_pattern_sequence(options.output); !unknown.empty()) {
+    fmt::print(stderr, "gpumemtrace: -o '{}': unknown sequence '{}'; a trace name may hold {}\n", options.output,
+               unknown, schema::kPatternSequences);
+    return kExitBadInput;
+  }
   if (options.simulate && options.backend != "auto" && options.backend != "runtime") {
     fmt::print(stderr, "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
                        "--backend {} does not apply\n", options.backend);
@@ -229,19 +235,26 @@ CommandAction add_run_command(CLI::App& app) {
   run->footer(
       "The app runs unchanged; its exit code is passed through (126/127 when it cannot be started).\n"
       "Every process of the run gets its own trace: the one started gets the -o name, children that fork or\n"
-      "exec get their pid inserted (trace.db -> trace.<pid>.db) unless the name already holds %p.\n\n"
+      "exec get their pid inserted (trace.db -> trace.<pid>.db) unless the name already holds %p.\n"
+      "Inside a launcher, %r is the rank (RANK, else OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK) and %d the\n"
+      "local GPU (LOCAL_RANK, else OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, else the first\n"
+      "CUDA_VISIBLE_DEVICES entry); without one they read \"norank\" and \"nodev\". Rank, local rank, world\n"
+      "size and the devices used are recorded in the trace; `gpumemtrace report DIR` merges the ranks' traces.\n\n"
       "Examples:\n"
       "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
       "  gpumemtrace run --backend hooks -- ./app         # when another tool (Nsight, compute-sanitizer) holds CUPTI\n"
       "  nsys profile --trace=cuda,nvtx gpumemtrace run --nvtx-emit -- ./app   # our markers in Nsight's timeline\n"
+      "  torchrun --nproc_per_node=2 --no-python gpumemtrace run -o 'trace.%r.db' -- python train.py\n"
+      "  srun -n 8 gpumemtrace run -o 'traces/%h.%r.db' -- ./app   # then: gpumemtrace report traces/\n"
       "  gpumemtrace report train.db\n\n"
       "NVTX: the app's NVTX ranges and markers (push/pop, start/end, any domain) are recorded into the trace's\n"
       "ranges and marks tables; NVTX_INJECTION64_PATH is pointed at gpumemtrace, and a tool that had set it before\n"
       "(Nsight Systems) is chained: it still receives every NVTX call.\n");
   run->prefix_command();  // everything from the app's name on belongs to the app, options included
   run->add_option("-o,--output", options->output,
-                  "Trace file name; %p = pid, %h = host name (default: gpumemtrace.<app>.%p.db)");
+                  "Trace file name; %p = pid, %r = rank, %d = local GPU, %h = host name, %% = % "
+                  "(default: gpumemtrace.<app>.%p.db)");
   run->add_flag("-f,--force", options->force, "Overwrite an existing trace file");
   run->add_flag("--simulate", options->simulate,
                 "Use the simulated CUDA runtime (no GPU needed; memory is simulated, kernels are not run)");

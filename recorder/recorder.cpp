@@ -73,6 +73,7 @@ struct Recorder {
   bool trace_created = false;
   std::string trace_path;  // for messages; set when the trace is created
   bool write_failed = false;  // a batch could not be written (disk full...): profiling stopped, said once
+  uint64_t devices_seen = 0;  // bit d: an event on device d was written (under write_mutex)
 
   // Flushes asked for by fatal-signal handlers (async-signal-safe: atomics only). A handler takes a ticket
   // (++flush_requested) and waits until the writer has written a batch taken after that (flush_done >=
@@ -116,6 +117,35 @@ void write_backend_meta(Recorder& r) {
   if (!note.empty()) r.writer.set_meta(schema::meta::kBackendNote, note);
 }
 
+void write_launch_meta(Recorder& r, const schema::LaunchIdentity& launch) {
+  if (!launch.rank.empty()) {
+    r.writer.set_meta(schema::meta::kRank, launch.rank);
+    r.writer.set_meta(schema::meta::kRankSource, launch.rank_source);
+  }
+  if (!launch.local_rank.empty()) {
+    r.writer.set_meta(schema::meta::kLocalRank, launch.local_rank);
+    r.writer.set_meta(schema::meta::kLocalRankSource, launch.local_rank_source);
+  }
+  if (!launch.world_size.empty()) r.writer.set_meta(schema::meta::kWorldSize, launch.world_size);
+}
+
+// The devices named by the events written so far, as meta "devices" ("0,1"). Ordinals beyond 63 are not
+// tracked (no machine has that many GPUs per process today).
+void note_devices(Recorder& r, const EventRecord* events, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    int device = events[i].device;
+    if (device >= 0 && device < 64) r.devices_seen |= uint64_t{1} << device;
+  }
+}
+
+void write_devices_meta(Recorder& r) {
+  std::string list;
+  for (int d = 0; d < 64; ++d) {
+    if (r.devices_seen & (uint64_t{1} << d)) list += (list.empty() ? "" : ",") + std::to_string(d);
+  }
+  r.writer.set_meta(schema::meta::kDevices, list);
+}
+
 // Creates the trace file. Runs in the writer thread (or in finish() when the writer never ran).
 bool create_trace(Recorder& r) {
   if (r.trace_created) return r.writer.is_open();
@@ -139,6 +169,7 @@ bool create_trace(Recorder& r) {
   r.writer.set_meta(schema::meta::kToolVersion, GMT_VERSION);
   r.writer.set_meta(schema::meta::kDroppedEvents, "0");
   r.writer.set_meta(schema::meta::kComplete, "0");
+  write_launch_meta(r, s.launch);
   if (!s.registry_path.empty()) {
     int fd = ::open(s.registry_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd >= 0) {
@@ -192,9 +223,11 @@ bool write_batch(Recorder& r, Batch& batch) {
     bool first = next == 0;  // stacks and modules go with the first transaction of the batch
     std::vector<const EventRecord*> runs;
     std::vector<size_t> lengths;
+    uint64_t devices_before = r.devices_seen;
     for (size_t end = std::min(batch.chunks.size(), next + kChunksPerTransaction); next < end; ++next) {
       runs.push_back(batch.chunks[next]->events);
       lengths.push_back(batch.chunks[next]->count);
+      note_devices(r, batch.chunks[next]->events, batch.chunks[next]->count);
     }
     std::vector<NewStack> no_stacks;
     std::vector<Module> modules;
@@ -208,6 +241,7 @@ bool write_batch(Recorder& r, Batch& batch) {
       r.writer.close();  // rolls the failed transaction back; every committed one stays readable
       break;
     }
+    if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time
     if (next >= batch.chunks.size()) break;
   }
   std::lock_guard lock(r.mutex);
@@ -342,6 +376,7 @@ void finish(bool close) {
   std::lock_guard write_lock(r.write_mutex);
   if (!r.writer.is_open()) return;
   write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
+  write_devices_meta(r);
   r.writer.set_meta(schema::meta::kEndMonotonicNs, std::to_string(now_ns()));
   r.writer.set_meta(schema::meta::kComplete, "1");
   if (close) r.writer.close();

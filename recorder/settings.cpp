@@ -32,6 +32,7 @@ void load_settings_from_environment() {
   if (const char* v = getenv(kEnvNoStacks); v && *v == '1') s.take_stacks = false;
   if (const char* v = getenv(kEnvFreeStacks); v && *v == '1') s.take_free_stacks = true;
   if (const char* v = getenv(kEnvSimulated); v && *v == '1') s.simulated = true;
+  s.launch = schema::launch_identity_from_environment();
   s.start_unix_ns = clock_ns(CLOCK_REALTIME);
   s.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
 }
@@ -41,7 +42,7 @@ std::string trace_path_for_this_process() {
   long pid = static_cast<long>(getpid());
   bool is_root = s.root_pid == 0 || s.root_pid == pid;
   std::string pattern = is_root ? s.output_pattern : schema::child_trace_pattern(s.output_pattern);
-  return schema::expand_trace_pattern(pattern, pid, host_name());
+  return schema::expand_trace_pattern(pattern, pid, host_name(), s.launch);
 }
 
 std::string command_line_of_this_process() {

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <string>
 
+#include "schema/trace_naming.h"
+
 namespace gmt::recorder {
 
 // Environment variables (documented in docs/trace-format.md and `gpumemtrace run --help`).
-inline constexpr const char* kEnvOutput = "GMT_OUTPUT";      // trace path pattern: %p pid, %h host, %% percent
+inline constexpr const char* kEnvOutput = "GMT_OUTPUT";  // trace path pattern: %p pid, %r rank, %d GPU, %h host, %%
 inline constexpr const char* kEnvRootPid = "GMT_ROOT_PID";   // pid of the process the CLI started
 inline constexpr const char* kEnvRegistry = "GMT_REGISTRY";  // file where each process appends its trace path
 inline constexpr const char* kEnvNoStacks = "GMT_NO_STACKS";  // "1": record events without call stacks
@@ -26,6 +28,7 @@ struct Settings {
   bool simulated = false;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;
+  schema::LaunchIdentity launch;  // rank and local GPU from the launcher's variables, read at load time
 };
 
 Settings& settings();

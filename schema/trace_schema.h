@@ -237,6 +237,15 @@ inline constexpr const char* kBackendNote = "backend_note";  // why this backend
 inline constexpr const char* kToolVersion = "gpumemtrace_version";
 inline constexpr const char* kDroppedEvents = "dropped_events";  // events lost (should stay "0")
 inline constexpr const char* kSymbolized = "symbolized";         // "1" once symbols are filled
+// Multi-process jobs (docs/trace-format.md): written only when a launcher variable is set.
+inline constexpr const char* kRank = "rank";                  // global rank, as the launcher gave it
+inline constexpr const char* kRankSource = "rank_source";     // the variable it came from, e.g. "RANK"
+inline constexpr const char* kLocalRank = "local_rank";       // rank on this host
+inline constexpr const char* kLocalRankSource = "local_rank_source";
+inline constexpr const char* kWorldSize = "world_size";
+// Device ordinals the process's events named, ascending, comma-separated ("0,1"); "" when none. Updated when
+// a written batch names a new device and at a clean exit, so an incomplete trace has those it wrote.
+inline constexpr const char* kDevices = "devices";
 }  // namespace meta
 
 }  // namespace gmt::schema
