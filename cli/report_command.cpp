@@ -12,11 +12,13 @@
 #include "analysis/trace_file.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/merged_report.h"
 
 namespace gmt::cli {
 namespace {
 
 struct ReportOptions {
+  std::vector<std::string> inputs;  // one trace; several, or a directory: the merged report
   std::string trace_path;
   std::string format = "text";
   size_t top = 10;
@@ -81,9 +83,11 @@ CommandAction add_report_command(CLI::App& app) {
       "(largest first), the peak of live GPU memory and what was live then, live memory over time, steady "
       "growth, fragmentation, failed allocations labelled out-of-memory or fragmentation, totals "
       "(docs/analysis.md defines each).");
-  command->add_option("trace", options->trace_path, "Trace file written by `gpumemtrace run`")
+  command->add_option("trace", options->inputs,
+                      "Trace file written by `gpumemtrace run`; several traces, or a directory of them, give one "
+                      "merged report over the processes (ranks) of a job")
       ->required()
-      ->type_name("TRACE");
+      ->type_name("TRACE...");
   command->add_option("--format", options->format, "Output format: text for people, json for scripts")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -107,11 +111,21 @@ CommandAction add_report_command(CLI::App& app) {
       "  gpumemtrace report trace.db --top 3                only the 3 largest leak groups\n"
       "  gpumemtrace report trace.db --min-bytes 1MiB       ignore leak groups under 1 MiB\n"
       "  gpumemtrace report trace.db --format json -o r.json   for scripts and CI checks\n"
+      "  gpumemtrace report traces/                         one merged report over every *.db of a job:\n"
+      "  gpumemtrace report trace.0.db trace.1.db           per-process peaks and leaks, imbalance, outlier rank\n"
       "\n"
       "Exit status: 0 when the report was written (leaks or not), 2 when the trace cannot be read.\n"
       "A trace of a process that crashed or is still running is reported too, with a warning: memory\n"
-      "live at its end is not necessarily leaked.\n");
-  return [options] { return run_report(*options); };
+      "live at its end is not necessarily leaked.\n"
+      "A merged report skips a trace it cannot read, names it on stderr and exits with 2 after writing the\n"
+      "report over the others (docs/analysis.md, \"Merged report\", defines the outlier rule).\n");
+  return [options] {
+    if (wants_merged_report(options->inputs)) {
+      return run_merged_report({options->inputs, options->format, options->top, options->output_path});
+    }
+    options->trace_path = options->inputs.front();
+    return run_report(*options);
+  };
 }
 
 }  // namespace gmt::cli
