@@ -87,7 +87,7 @@ CommandAction add_report_command(CLI::App& app) {
                       "Trace file written by `gpumemtrace run`; several traces, or a directory of them, give one "
                       "merged report over the processes (ranks) of a job")
       ->required()
-      ->type_name("TRACE...");
+      ->type_name("TRACE");
   command->add_option("--format", options->format, "Output format: text for people, json for scripts")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -121,6 +121,10 @@ CommandAction add_report_command(CLI::App& app) {
       "report over the others (docs/analysis.md, \"Merged report\", defines the outlier rule).\n");
   return [options] {
     if (wants_merged_report(options->inputs)) {
+      if (options->min_bytes > 0) {
+        fmt::print(stderr, "gpumemtrace: --min-bytes applies to the report of one trace, not to a merged report\n");
+        return kExitBadInput;
+      }
       return run_merged_report({options->inputs, options->format, options->top, options->output_path});
     }
     options->trace_path = options->inputs.front();

@@ -141,6 +141,11 @@ class MergeInputsTest(TraceDirTestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         return self.path(name)
 
+    def test_single_trace_options_are_refused_for_a_merge(self):
+        result = run_cli("report", "--min-bytes", "1MiB", self.dir, self.dir)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--min-bytes applies to the report of one trace", result.stderr)
+
     def test_directory_without_traces(self):
         os.mkdir(self.path("empty"))
         result = run_cli("report", self.path("empty"))
