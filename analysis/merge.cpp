@@ -151,7 +151,12 @@ bool is_cuda_frame(const Frame& frame) {
 bool allocated_by_nccl(const Stack& stack) {
   for (const Frame& frame : stack.frames) {
     if (is_cuda_frame(frame)) continue;
-    return frame.module && starts_with(path_basename(*frame.module), "libnccl");
+    if (frame.module && starts_with(path_basename(*frame.module), "libnccl")) return true;
+    // NCCL linked statically into another library (some PyTorch builds): its allocation helpers are named
+    // nccl* (ncclCudaCalloc, ncclCuMemAlloc, ...), possibly in a namespace or as a template.
+    if (!frame.function) return false;
+    const std::string& f = *frame.function;
+    return starts_with(f, "nccl") || f.find("::nccl") != std::string::npos || f.find(" nccl") != std::string::npos;
   }
   return false;
 }

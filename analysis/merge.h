@@ -100,7 +100,8 @@ struct MergedReport {
 // True when the frame belongs to CUDA itself or to the profiler (libcuda, libcudart, libcupti, libgpumemtrace):
 // the first frame outside these says who asked for the memory.
 bool is_cuda_frame(const Frame& frame);
-// True when the innermost frame outside CUDA is in NCCL (a module named libnccl*).
+// True when the innermost frame outside CUDA is in NCCL: a module named libnccl*, or a function named nccl*
+// (NCCL linked statically into another library).
 bool allocated_by_nccl(const Stack& stack);
 
 // The summary of one analyzed trace (meta read from `trace`).

@@ -71,6 +71,23 @@ TEST(MergeTest, NcclBytesAreThoseWhoseFirstFrameOutsideCudaIsInLibnccl) {
   EXPECT_EQ(p.devices, (std::vector<int64_t>{0, 1}));  // no meta devices: those that held memory
 }
 
+TEST(MergeTest, NcclLinkedStaticallyIsKnownByItsFunctionNames) {
+  TraceBuilder b;
+  int64_t cudart = b.module("/usr/local/cuda/lib64/libcudart.so.13", 0x10000, 0x10000);
+  int64_t torch = b.module("/opt/torch/lib/libtorch_cuda.so", 0x40000, 0x10000);
+  b.symbol(0x40100, "ncclCudaCalloc<char>(char**, unsigned long)", "alloc.h", 10, torch);
+  b.symbol(0x40200, "c10::cuda::CUDACachingAllocator::malloc(unsigned long)", "alloc.cpp", 20, torch);
+  int64_t static_nccl = b.stack({0x10100, 0x40100});
+  int64_t caching = b.stack({0x10100, 0x40200});
+  b.alloc(100, 0x1000000, 4 * kMiB, static_nccl);
+  b.alloc(200, 0x2000000, 8 * kMiB, caching);
+  (void)cudart;
+  TraceFile trace = b.open();
+  ProcessSummary p = summarize_process(trace, analyze_trace(trace));
+  EXPECT_EQ(p.nccl_bytes_at_peak, uint64_t(4 * kMiB));
+  EXPECT_EQ(p.nccl_bytes_at_end, uint64_t(4 * kMiB));
+}
+
 TEST(MergeTest, OutlierNeedsBothTheFactorAndTheExcessOverTheMedian) {
   // Peaks 100, 100, 160, 165 MiB: the median (lower middle) is 100 MiB. Rank 2 is 1.6x but only 60 MiB
   // above it; rank 3 is 1.65x and 65 MiB above: the only outlier. Nobody leaks.
