@@ -218,9 +218,17 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
       "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
       "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
       " FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id ORDER BY e.time_ns, e.id";
+  uint64_t events_estimated = 0;
+  if (options.progress) {
+    Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
+    if (highest.step()) events_estimated = static_cast<uint64_t>(std::max<int64_t>(0, highest.column_int(0)));
+  }
   Statement events(trace, events_sql.c_str());
   while (events.step()) {
     ++report.trace.event_count;
+    if (options.progress && report.trace.event_count % 65536 == 0) {
+      options.progress(report.trace.event_count, events_estimated);
+    }
     const int64_t time_ns = events.column_int(1);
     if (!origin) origin = time_ns;  // no recorded start: the first event is time zero
     last_event_time = time_ns;

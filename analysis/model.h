@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct AnalyzeOptions {
   // Call stacks kept for each moment of the analysis over time (live at a peak, growing, holding memory at a
   // failed allocation), largest first.
   size_t top_stacks = 10;
+  // Called every 65536 events read, with the events read so far and an estimate of all of
+  // them (the highest event id): for a progress indicator. Empty: not called.
+  std::function<void(uint64_t events_read, uint64_t events_estimated)> progress;
 };
 
 // The memory kinds that count towards live bytes and the peak. Other codes (None, or unknown numbers in a

@@ -14,6 +14,7 @@
 #include "analysis/model.h"
 #include "analysis/symbolizer.h"
 #include "analysis/trace_file.h"
+#include "cli/progress.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
 
@@ -22,12 +23,10 @@ namespace gmt::cli {
 bool symbolize_trace_file(const std::string& path, bool quiet) {
   try {
     auto trace = analysis::TraceFile::open(path, analysis::OpenMode::ReadWrite);
-    bool show_progress = !quiet && isatty(STDERR_FILENO);
-    auto progress = [&](size_t done, size_t total) {
-      if (show_progress) fmt::print(stderr, "\rgpumemtrace: symbolizing {}: {}/{} addresses", path, done, total);
-    };
-    auto stats = analysis::symbolize_trace(trace, progress);
-    if (show_progress) fmt::print(stderr, "\n");
+    Progress progress("symbolizing " + path, quiet);
+    auto stats = analysis::symbolize_trace(
+        trace, [&](size_t done, size_t total) { progress.update(done, total, "addresses"); });
+    progress.finish();
     trace.exec(schema::kCreateAnalysisIndexesSql);
     if (!quiet && !stats.missing_modules.empty()) {
       fmt::print(stderr, "gpumemtrace: {} module(s) could not be read for symbols (moved, deleted or rebuilt): {}\n",

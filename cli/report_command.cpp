@@ -13,6 +13,8 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/merged_report.h"
+#include "cli/progress.h"
+#include "cli/report_formats.h"
 
 namespace gmt::cli {
 namespace {
@@ -24,6 +26,7 @@ struct ReportOptions {
   size_t top = 10;
   std::string output_path;  // empty: stdout
   uint64_t min_bytes = 0;   // 0: no filter
+  std::string folded_of = "leaks";
 };
 
 int write_output(const std::string& text, const std::string& output_path) {
@@ -48,7 +51,12 @@ int run_report(const ReportOptions& options) {
     analysis::AnalyzeOptions analyze_options;
     if (options.min_bytes > 0) analyze_options.min_bytes = options.min_bytes;
     analyze_options.top_stacks = options.top;  // call stacks kept per moment (peak, growth, failures)
+    Progress progress("analyzing " + options.trace_path);
+    if (progress.enabled()) {
+      analyze_options.progress = [&](uint64_t read, uint64_t estimated) { progress.update(read, estimated, "events"); };
+    }
     analysis::Report report = analysis::analyze_trace(trace, analyze_options);
+    progress.finish();
 
     // On stderr as well as in the report: with --format json or -o, the report itself may not be read by a
     // person, and leaks in an unfinished trace are only "live at the end".
@@ -61,8 +69,7 @@ int run_report(const ReportOptions& options) {
 
     analysis::RenderOptions render_options;
     render_options.top = options.top;
-    std::string text = options.format == "json" ? analysis::render_json(report, render_options)
-                                                : analysis::render_text(report, render_options);
+    std::string text = render_report(report, options.format, render_options, options.folded_of);
     return write_output(text, options.output_path);
   } catch (const analysis::TraceError& e) {
     fmt::print(stderr, "gpumemtrace: {}\n", e.what());
@@ -88,8 +95,16 @@ CommandAction add_report_command(CLI::App& app) {
                       "merged report over the processes (ranks) of a job")
       ->required()
       ->type_name("TRACE");
-  command->add_option("--format", options->format, "Output format: text for people, json for scripts")
-      ->check(CLI::IsMember({"text", "json"}))
+  command
+      ->add_option("--format", options->format,
+                   "Output format: text for people, json for scripts, html (one self-contained page with plots), "
+                   "perfetto (Chrome trace-event JSON for ui.perfetto.dev), folded (stacks for flamegraph.pl)")
+      ->check(CLI::IsMember(report_formats()))
+      ->capture_default_str();
+  command
+      ->add_option("--folded-of", options->folded_of,
+                   "With --format folded: weigh stacks by leaked bytes, or by bytes live at each device's peak")
+      ->check(CLI::IsMember(folded_weights()))
       ->capture_default_str();
   command->add_option("--top", options->top,
                       "Show the N largest leak groups (and failed allocations); keep N call stacks per moment "
@@ -113,6 +128,10 @@ CommandAction add_report_command(CLI::App& app) {
       "  gpumemtrace report trace.db --format json -o r.json   for scripts and CI checks\n"
       "  gpumemtrace report traces/                         one merged report over every *.db of a job:\n"
       "  gpumemtrace report trace.0.db trace.1.db           per-process peaks and leaks, imbalance, outlier rank\n"
+      "  gpumemtrace report trace.db --format html -o r.html   one page with plots; opens offline\n"
+      "  gpumemtrace report trace.db --format perfetto -o t.json   load in ui.perfetto.dev\n"
+      "  gpumemtrace report trace.db --format folded | flamegraph.pl > leaks.svg\n"
+      "  gpumemtrace report trace.db --format folded --folded-of peak   stacks live at the peak\n"
       "\n"
       "Exit status: 0 when the report was written (leaks or not), 2 when the trace cannot be read.\n"
       "A trace of a process that crashed or is still running is reported too, with a warning: memory\n"
@@ -123,6 +142,11 @@ CommandAction add_report_command(CLI::App& app) {
     if (wants_merged_report(options->inputs)) {
       if (options->min_bytes > 0) {
         fmt::print(stderr, "gpumemtrace: --min-bytes applies to the report of one trace, not to a merged report\n");
+        return kExitBadInput;
+      }
+      if (options->format != "text" && options->format != "json") {
+        fmt::print(stderr, "gpumemtrace: --format {} applies to the report of one trace; a merged report is text or json\n",
+                   options->format);
         return kExitBadInput;
       }
       return run_merged_report({options->inputs, options->format, options->top, options->output_path});

@@ -1,0 +1,370 @@
+// The HTML report's page: inline CSS and script, nothing fetched from the network. The script reads the
+// Report's JSON from the #gmt-report-data element and builds every plot and table with createElement and
+// textContent, never innerHTML, so no name from the trace can become markup.
+#include "analysis/html_template.h"
+
+namespace gmt::analysis {
+
+std::string_view html_report_template() {
+  static constexpr std::string_view kPage = R"GMTHTML(<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>@@GMT_TITLE@@</title>
+<style>
+  :root { --fg: #1d2330; --muted: #5f6b7a; --line: #d9dee5; --bg: #ffffff; --band: #f4f6f9; }
+  body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg);
+         margin: 0 auto; max-width: 1200px; padding: 16px 24px 48px; }
+  h1 { font-size: 22px; margin: 8px 0 4px; }
+  h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+  h3 { font-size: 15px; margin: 16px 0 6px; }
+  table { border-collapse: collapse; width: 100%; margin: 6px 0 12px; }
+  th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+  th { color: var(--muted); font-weight: 600; font-size: 12px; text-transform: uppercase; letter-spacing: .03em; }
+  td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+  .meta td:first-child { color: var(--muted); width: 180px; }
+  .warning { background: #fff4e0; border: 1px solid #f0c36d; padding: 8px 12px; border-radius: 4px; margin: 8px 0; }
+  .simulated { background: #eef3ff; border: 1px solid #9db4f0; padding: 8px 12px; border-radius: 4px; margin: 8px 0; }
+  .muted { color: var(--muted); }
+  code, .frame { font-family: ui-monospace, "DejaVu Sans Mono", Menlo, monospace; font-size: 12.5px; }
+  details > summary { cursor: pointer; }
+  details ol { margin: 4px 0 4px 0; padding-left: 28px; }
+  details li { word-break: break-all; }
+  .plot { margin: 8px 0 4px; }
+  .plot svg { width: 100%; height: auto; background: var(--band); border-radius: 4px; }
+  .legend { font-size: 12px; color: var(--muted); display: flex; flex-wrap: wrap; gap: 14px; margin: 2px 0 10px; }
+  .legend span::before { content: ""; display: inline-block; width: 12px; height: 10px; margin-right: 5px;
+                         background: var(--swatch); vertical-align: middle; }
+  svg text { font: 11px system-ui, sans-serif; fill: var(--muted); }
+  svg .marker-label { fill: var(--fg); font-weight: 600; }
+</style>
+</head>
+<body>
+@@GMT_HEADER@@
+<main id="gmt-report"><noscript><p class="warning">The plots and tables of this report are drawn by its
+inline script: enable JavaScript for this file, or read <code>gpumemtrace report --format text</code>.</p></noscript></main>
+<script type="application/json" id="gmt-report-data">@@GMT_DATA@@</script>
+<script>
+(function () {
+  'use strict';
+  var data = JSON.parse(document.getElementById('gmt-report-data').textContent);
+  var main = document.getElementById('gmt-report');
+  var SVG = 'http://www.w3.org/2000/svg';
+  var KIND_COLORS = { device: '#2f6fde', managed: '#8a4fd1', host_pinned: '#1f9e77', vmm_physical: '#c2761b' };
+
+  // Elements with text children only: strings become text nodes, never markup.
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    for (var key in (attrs || {})) node.setAttribute(key, String(attrs[key]));
+    for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
+    return node;
+  }
+  function append(node, child) {
+    if (child === null || child === undefined) return;
+    if (Array.isArray(child)) { child.forEach(function (c) { append(node, c); }); return; }
+    node.appendChild(typeof child === 'object' ? child : document.createTextNode(String(child)));
+  }
+  function svgEl(tag, attrs) {
+    var node = document.createElementNS(SVG, tag);
+    for (var key in (attrs || {})) node.setAttribute(key, String(attrs[key]));
+    return node;
+  }
+  function svgTitle(node, text) {
+    var title = svgEl('title');
+    title.textContent = text;
+    node.appendChild(title);
+    return node;
+  }
+
+  function bytes(n) {
+    var units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
+    if (n < 1024) return n + ' B';
+    var value = n / 1024, unit = 0;
+    while (value >= 1024 && unit + 1 < units.length) { value /= 1024; unit++; }
+    return value.toFixed(2) + ' ' + units[unit];
+  }
+  function duration(ns) {
+    if (ns < 0) return '-' + duration(-ns);
+    if (ns < 1e3) return ns + ' ns';
+    if (ns < 1e6) return (ns / 1e3).toFixed(1) + ' us';
+    if (ns < 1e9) return (ns / 1e6).toFixed(2) + ' ms';
+    if (ns < 60e9) return (ns / 1e9).toFixed(3) + ' s';
+    return Math.floor(ns / 60e9) + ' min ' + ((ns % 60e9) / 1e9).toFixed(1) + ' s';
+  }
+  function deviceName(device) { return device >= 0 ? 'device ' + device : 'host memory'; }
+  function basename(path) { var i = path.lastIndexOf('/'); return i < 0 ? path : path.slice(i + 1); }
+
+  function frameText(frame) {
+    var text = frame.function !== null ? frame.function : '?? ' + frame.pc;
+    if (frame.file !== null) text += '  ' + frame.file + (frame.line !== null ? ':' + frame.line : '');
+    if (frame.module !== null) text += '  [' + basename(frame.module) + ']';
+    return text;
+  }
+  function stackSummary(item) {
+    if (item.stack_id === 0) return '(no call stack recorded)';
+    if (item.stack_missing) return '(call stack ' + item.stack_id + ' is missing from the trace)';
+    if (item.stack.length === 0) return '(empty call stack)';
+    return frameText(item.stack[0]);
+  }
+  // The innermost frame, unfolding to the whole stack (innermost first).
+  function stackCell(item) {
+    if (item.stack.length <= 1) return el('td', { class: 'frame' }, stackSummary(item));
+    var list = el('ol', { start: 0 });
+    item.stack.forEach(function (frame) { list.appendChild(el('li', { class: 'frame' }, frameText(frame))); });
+    return el('td', {}, el('details', {}, el('summary', { class: 'frame' }, stackSummary(item)), list));
+  }
+  function numCell(value, text) { return el('td', { class: 'num', 'data-bytes': value }, text); }
+  function table(headers, rows, attrs) {
+    var head = el('tr', {}, headers.map(function (h) {
+      return el('th', h.charAt(0) === '#' ? { class: 'num' } : {}, h.replace(/^#/, ''));
+    }));
+    return el('table', attrs || {}, el('thead', {}, head), el('tbody', {}, rows));
+  }
+  function section(title, id) {
+    var node = el('section', { id: id }, el('h2', {}, title));
+    main.appendChild(node);
+    return node;
+  }
+
+  // ---- the live-bytes timeline, one plot per device ----
+  var timeline = data.timeline;
+  var end = Math.max(data.trace.duration_ns, timeline.bucket_ns * timeline.bucket_count, 1);
+  var ranges = data.range_spans || [];
+
+  function devicesShown() {
+    var seen = {};
+    timeline.series.forEach(function (s) { seen[s.device] = true; });
+    data.peak_stacks.forEach(function (p) { seen[p.device] = true; });
+    data.failures.forEach(function (f) { seen[f.device] = true; });
+    data.growth.findings.forEach(function (g) { seen[g.device] = true; });
+    return Object.keys(seen).map(Number).sort(function (a, b) { return a - b; });
+  }
+
+  function drawPlot(device) {
+    var W = 1100, H = 260, left = 80, right = 16, top = 14, bottom = 30;
+    var series = timeline.series.filter(function (s) { return s.device === device; });
+    var peak = data.peak_stacks.filter(function (p) { return p.device === device; })[0];
+    var failures = data.failures.filter(function (f) { return f.device === device; });
+    var findings = data.growth.findings.filter(function (g) { return g.device === device; });
+    var pools = (data.pools || []).filter(function (p) { return p.device === device; });
+    var high = 1;
+    series.forEach(function (s) { s.buckets.forEach(function (b) { high = Math.max(high, b.max_bytes); }); });
+    if (peak) high = Math.max(high, peak.bytes);
+    pools.forEach(function (p) { high = Math.max(high, p.peak_reserved_bytes); });
+    findings.forEach(function (g) { high = Math.max(high, g.start_low_bytes, g.end_low_bytes); });
+    high *= 1.08;
+    function x(ns) { return left + Math.max(0, Math.min(1, ns / end)) * (W - left - right); }
+    function y(b) { return top + (1 - b / high) * (H - top - bottom); }
+
+    var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'class': 'timeline', 'data-device': device });
+    svgTitle(svg, 'live bytes over time, ' + deviceName(device));
+    var legend = el('div', { class: 'legend' });
+
+    // NVTX ranges behind everything: one band per range, nested ranges lower and lighter.
+    var bands = svgEl('g', { 'class': 'ranges' });
+    ranges.slice(0, 2000).forEach(function (r) {
+      var x0 = x(r.start_ns), x1 = x(r.end_ns === null ? end : r.end_ns);
+      var depth = Math.max(0, r.depth);
+      var rect = svgEl('rect', { x: x0, y: top + depth * 4, width: Math.max(1, x1 - x0), height: H - top - bottom - depth * 4,
+                                 fill: depth % 2 ? '#e2e8f0' : '#e9edf3', 'fill-opacity': 0.6, 'class': 'range-band' });
+      svgTitle(rect, 'NVTX range ' + r.name + (r.domain ? ' (' + r.domain + ')' : '') + ': ' + duration(r.start_ns) +
+               ' to ' + (r.end_ns === null ? 'never closed' : duration(r.end_ns)));
+      bands.appendChild(rect);
+    });
+    svg.appendChild(bands);
+    if (ranges.length) append(legend, el('span', { style: '--swatch:#e2e8f0' }, 'NVTX ranges'));
+
+    // Axes: four levels, six times.
+    for (var i = 0; i <= 4; i++) {
+      var level = high / 1.08 * i / 4;
+      svg.appendChild(svgEl('line', { x1: left, x2: W - right, y1: y(level), y2: y(level), stroke: '#d9dee5' }));
+      var label = svgEl('text', { x: left - 6, y: y(level) + 4, 'text-anchor': 'end' });
+      label.textContent = bytes(Math.round(level));
+      svg.appendChild(label);
+    }
+    for (var t = 0; t <= 5; t++) {
+      var tick = svgEl('text', { x: x(end * t / 5), y: H - 10, 'text-anchor': t === 0 ? 'start' : t === 5 ? 'end' : 'middle' });
+      tick.textContent = duration(Math.round(end * t / 5));
+      svg.appendChild(tick);
+    }
+
+    // Each bucket is a step from its least to its most live bytes: the band shows spikes that a line through
+    // averages would hide.
+    var paths = 0;
+    series.forEach(function (s) {
+      if (!s.buckets.length) return;
+      var color = KIND_COLORS[s.memory_kind] || '#555';
+      var upper = [], lower = [];
+      s.buckets.forEach(function (b) {
+        var x0 = x(b.start_ns), x1 = x(b.start_ns + timeline.bucket_ns);
+        upper.push(x0.toFixed(1) + ',' + y(b.max_bytes).toFixed(1), x1.toFixed(1) + ',' + y(b.max_bytes).toFixed(1));
+        lower.push(x0.toFixed(1) + ',' + y(b.min_bytes).toFixed(1), x1.toFixed(1) + ',' + y(b.min_bytes).toFixed(1));
+      });
+      var band = svgEl('path', { d: 'M' + upper.join('L') + 'L' + lower.reverse().join('L') + 'Z', fill: color,
+                                 'fill-opacity': 0.25, stroke: 'none', 'class': 'live-band' });
+      var line = svgEl('path', { d: 'M' + upper.join('L'), fill: 'none', stroke: color, 'stroke-width': 1.5,
+                                 'class': 'live-max', 'data-kind': s.memory_kind, 'data-buckets': s.buckets.length });
+      svgTitle(line, s.memory_kind + ' memory live on ' + deviceName(device) + ' (most per bucket; band: least to most)');
+      svg.appendChild(band);
+      svg.appendChild(line);
+      paths++;
+      append(legend, el('span', { style: '--swatch:' + color }, s.memory_kind + ' live bytes (band: least to most per ' +
+                                                                   duration(timeline.bucket_ns) + ')'));
+    });
+
+    pools.forEach(function (p) {
+      [['peak_reserved_bytes', 'reserved', '6 3'], ['peak_used_bytes', 'used', '2 3']].forEach(function (k) {
+        var line = svgEl('line', { x1: left, x2: W - right, y1: y(p[k[0]]), y2: y(p[k[0]]), stroke: '#c2761b',
+                                   'stroke-dasharray': k[2], 'class': 'pool-line' });
+        svgTitle(line, 'pool ' + p.pool + ' peak ' + k[1] + ': ' + bytes(p[k[0]]));
+        svg.appendChild(line);
+      });
+    });
+    if (pools.length) append(legend, el('span', { style: '--swatch:#c2761b' }, 'pool peak reserved (dashed) and used (dotted)'));
+
+    findings.forEach(function (g) {
+      var line = svgEl('line', { x1: x(g.start_time_ns), y1: y(g.start_low_bytes), x2: x(g.end_time_ns), y2: y(g.end_low_bytes),
+                                 stroke: '#e07b00', 'stroke-width': 2.5, 'stroke-dasharray': '8 4', 'class': 'growth-line' });
+      svgTitle(line, 'steady growth: ' + bytes(Math.max(0, g.rate_bytes_per_s)) + '/s');
+      svg.appendChild(line);
+    });
+    if (findings.length) append(legend, el('span', { style: '--swatch:#e07b00' }, 'steady growth of the low watermark'));
+
+    failures.forEach(function (f) {
+      var marker = svgEl('line', { x1: x(f.time_ns), x2: x(f.time_ns), y1: top, y2: H - bottom, stroke: '#d12c2c',
+                                   'stroke-width': 1.5, 'class': 'failure-marker' });
+      svgTitle(marker, 'failed allocation of ' + bytes(f.requested_bytes) + ' at ' + duration(f.time_ns) + ': ' + f.label);
+      svg.appendChild(marker);
+    });
+    if (failures.length) append(legend, el('span', { style: '--swatch:#d12c2c' }, 'failed allocations'));
+
+    if (peak) {
+      var px = x(peak.time_ns), py = y(peak.bytes);
+      svg.appendChild(svgTitle(svgEl('circle', { cx: px, cy: py, r: 4.5, fill: '#1d2330', 'class': 'peak-marker' }),
+                               'peak ' + bytes(peak.bytes) + ' at ' + duration(peak.time_ns)));
+      var text = svgEl('text', { x: Math.min(px + 8, W - 160), y: Math.max(py - 6, top + 10), 'class': 'marker-label' });
+      text.textContent = 'peak ' + bytes(peak.bytes) + ' at ' + duration(peak.time_ns);
+      svg.appendChild(text);
+    }
+    svg.setAttribute('data-drawn', String(paths));  // how many series were drawn: read by the tests
+    return el('div', { class: 'plot' }, el('h3', {}, deviceName(device) + (peak ? ': peak ' + bytes(peak.bytes) : '')), svg, legend);
+  }
+
+  var over = section('Live memory over time', 'timeline');
+  var devices = devicesShown();
+  if (!devices.length) append(over, el('p', { class: 'muted' }, 'Nothing was ever live.'));
+  devices.forEach(function (d) { over.appendChild(drawPlot(d)); });
+  if (timeline.series_not_tracked) {
+    append(over, el('p', { class: 'warning' }, timeline.series_not_tracked + ' (device, kind) pairs beyond the tracked limit are not drawn.'));
+  }
+
+  // ---- leaks ----
+  var leaks = section('Leaks: memory still allocated at the end, by call stack', 'leaks');
+  if (!data.trace.complete) {
+    append(leaks, el('p', { class: 'warning' }, 'The trace is incomplete (the process crashed, was killed or still runs): ' +
+                                                  'memory live at its end was not necessarily leaked.'));
+  }
+  append(leaks, el('p', {}, bytes(data.totals.leaked_bytes) + ' in ' + data.totals.leaked_allocations + ' allocations from ' +
+                              data.leak_groups.total + ' call stacks' +
+                              (data.leak_groups.not_shown ? '; the ' + data.leak_groups.shown + ' largest are shown' : '') + '.'));
+  if (data.leaks.length) {
+    append(leaks, table(['#rank', '#bytes', '#allocations', 'API', 'memory', 'allocated at (click for the call stack)'],
+      data.leaks.map(function (leak) {
+        return el('tr', { 'class': 'leak', 'data-stack-id': leak.stack_id },
+                  el('td', { class: 'num' }, leak.rank), numCell(leak.bytes, bytes(leak.bytes)),
+                  el('td', { class: 'num' }, leak.count), el('td', {}, leak.apis.join(', ')),
+                  el('td', {}, leak.memory_kinds.join(', ')), stackCell(leak));
+      }), { id: 'leak-table' }));
+  }
+
+  // ---- what was live at each peak ----
+  var peaks = section('Live at the peak, by call stack', 'peak');
+  data.peak_stacks.forEach(function (peak) {
+    append(peaks, el('h3', {}, deviceName(peak.device) + ' peaked at ' + bytes(peak.bytes) + ' at ' + duration(peak.time_ns)));
+    append(peaks, table(['#bytes', '#allocations', 'allocated at'], peak.stacks.map(function (held) {
+      return el('tr', { 'class': 'peak-stack' }, numCell(held.bytes, bytes(held.bytes)), el('td', { class: 'num' }, held.count),
+                stackCell(held));
+    }), { 'class': 'peak-table', 'data-device': peak.device }));
+    if (peak.stack_groups > peak.stacks.length) {
+      append(peaks, el('p', { class: 'muted' }, (peak.stack_groups - peak.stacks.length) + ' more call stacks held memory then.'));
+    }
+  });
+
+  // ---- growth ----
+  var growth = section('Growth of the low watermark', 'growth');
+  if (!data.growth.analyzed) {
+    append(growth, el('p', { class: 'muted' }, 'Not analyzed: ' + data.growth.reason));
+  } else if (!data.growth.findings.length) {
+    append(growth, el('p', {}, 'No steady growth (' + data.growth.windows + ' windows of ' + duration(data.growth.window_ns) +
+                                 '; the first is the warm-up).'));
+  }
+  data.growth.findings.forEach(function (g) {
+    var text = deviceName(g.device) + ' grows steadily at ' + bytes(Math.max(0, Math.round(g.rate_bytes_per_s))) +
+               '/s: low watermark ' + bytes(g.start_low_bytes) + ' at ' + duration(g.start_time_ns) + ' to ' +
+               bytes(g.end_low_bytes) + ' at ' + duration(g.end_time_ns);
+    if (g.projection && g.projection.seconds_until_full !== null) {
+      text += '; full in ' + duration(Math.round(g.projection.seconds_until_full * 1e9)) + ' at this rate';
+    }
+    append(growth, el('p', { 'class': 'growth-finding' }, text));
+    append(growth, table(['#growth', '#from', '#to', 'allocated at'], g.stacks.map(function (s) {
+      return el('tr', {}, numCell(s.growth_bytes, '+' + bytes(s.growth_bytes)), numCell(s.start_bytes, bytes(s.start_bytes)),
+                numCell(s.end_bytes, bytes(s.end_bytes)), stackCell(s));
+    })));
+  });
+
+  // ---- fragmentation and pools ----
+  var frag = section('Fragmentation of device memory', 'fragmentation');
+  append(frag, el('p', { class: 'muted' }, 'Free gaps between live allocations; ratio = 1 - largest gap / free (0: one gap holds all the free space).'));
+  var fragRows = [];
+  data.fragmentation.forEach(function (d) {
+    [['at its peak', d.at_peak], ['at the end', d.at_end]].forEach(function (m) {
+      if (!m[1]) return;
+      fragRows.push(el('tr', {}, el('td', {}, deviceName(d.device) + ' ' + m[0]), el('td', { class: 'num' }, duration(m[1].time_ns)),
+                       el('td', { class: 'num' }, m[1].allocations), numCell(m[1].span_bytes, bytes(m[1].span_bytes)),
+                       numCell(m[1].free_bytes, bytes(m[1].free_bytes)),
+                       numCell(m[1].largest_gap_bytes, bytes(m[1].largest_gap_bytes)), el('td', { class: 'num' }, m[1].ratio.toFixed(2))));
+    });
+  });
+  if (fragRows.length) append(frag, table(['moment', '#time', '#allocations', '#span', '#free', '#largest gap', '#ratio'], fragRows));
+  else append(frag, el('p', { class: 'muted' }, 'No device allocation.'));
+  if (data.pools && data.pools.length) {
+    append(frag, el('h3', {}, 'Stream-ordered pools (sampled; unused = reserved - used)'));
+    append(frag, table(['pool', 'device', '#samples', '#peak reserved', '#peak used', '#last reserved', '#last used', '#most unused'],
+      data.pools.map(function (p) {
+        return el('tr', {}, el('td', { class: 'frame' }, p.pool), el('td', {}, deviceName(p.device)), el('td', { class: 'num' }, p.samples),
+                  numCell(p.peak_reserved_bytes, bytes(p.peak_reserved_bytes)), numCell(p.peak_used_bytes, bytes(p.peak_used_bytes)),
+                  numCell(p.last_reserved_bytes, bytes(p.last_reserved_bytes)), numCell(p.last_used_bytes, bytes(p.last_used_bytes)),
+                  numCell(p.max_unused_bytes, bytes(p.max_unused_bytes) + ' at ' + duration(p.max_unused_time_ns)));
+      })));
+  }
+
+  // ---- failures ----
+  var fail = section('Failed allocations', 'failures');
+  if (!data.totals.failed_allocations) append(fail, el('p', { class: 'muted' }, 'None.'));
+  if (data.failures.length) {
+    append(fail, table(['#time', 'device', '#requested', '#device free', 'error', 'label', 'called at'], data.failures.map(function (f) {
+      return el('tr', { 'class': 'failure' }, el('td', { class: 'num' }, duration(f.time_ns)), el('td', {}, deviceName(f.device)),
+                numCell(f.requested_bytes, bytes(f.requested_bytes)),
+                el('td', { class: 'num' }, f.device_free === null ? 'not recorded' : bytes(f.device_free)),
+                el('td', {}, f.error_name), el('td', {}, f.label), stackCell(f));
+    })));
+  }
+  if (data.failures_not_shown) append(fail, el('p', { class: 'muted' }, data.failures_not_shown + ' more failed allocations are not shown.'));
+
+  if (ranges.length) {
+    var nvtx = section('NVTX ranges', 'ranges');
+    append(nvtx, el('p', { class: 'muted' }, ranges.length + ' ranges, drawn as bands behind the timeline' +
+                                             (data.range_spans_not_shown ? '; ' + data.range_spans_not_shown + ' more are not shown' : '') + '.'));
+  }
+
+  document.body.setAttribute('data-rendered', 'true');
+})();
+</script>
+</body>
+</html>
+)GMTHTML";
+  return kPage;
+}
+
+}  // namespace gmt::analysis

@@ -1,0 +1,117 @@
+// The HTML report: the page of html_template.cpp with the Report's JSON embedded, plus a header written
+// here so that the essentials read even without the script.
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "analysis/format.h"
+#include "analysis/html_template.h"
+#include "analysis/render_export.h"
+
+namespace gmt::analysis {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// For text and for attribute values in double or single quotes.
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// JSON inside <script>: the HTML parser ends the element at "</script" and treats "<!--" specially, and
+// neither can be escaped in HTML there. '<', '>' and '&' only occur inside JSON strings, where \u003c
+// and friends mean the same characters to JSON.parse.
+std::string script_safe_json(const std::string& json) {
+  std::string out;
+  out.reserve(json.size() + json.size() / 16);
+  for (char c : json) {
+    switch (c) {
+      case '<': out += "\\u003c"; break;
+      case '>': out += "\\u003e"; break;
+      case '&': out += "\\u0026"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// The Report as render_json writes it, with the unbounded lists cut (failures, leaks by --top).
+Json page_data(const Report& report, const RenderOptions& options) {
+  Json data = Json::parse(render_json(report, options));
+  Json& failures = data["failures"];
+  size_t not_shown = 0;
+  if (failures.size() > kMaxExportedFailures) {
+    not_shown = failures.size() - kMaxExportedFailures;
+    failures.erase(failures.begin() + static_cast<std::ptrdiff_t>(kMaxExportedFailures), failures.end());
+  }
+  data["failures_not_shown"] = not_shown;
+  return data;
+}
+
+std::string meta_row(const std::string& name, const std::string& value) {
+  return fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", html_escape(name), html_escape(value));
+}
+
+std::string header(const Report& report) {
+  const TraceInfo& trace = report.trace;
+  const Totals& totals = report.totals;
+  std::string out = "<header>\n<h1>gpumemtrace report</h1>\n";
+  if (trace.simulated) {
+    out += "<p class=\"simulated\">Recorded under the SIMULATED CUDA runtime (a test fixture): no GPU was used.</p>\n";
+  }
+  out += "<table class=\"meta\" id=\"trace-info\">\n";
+  out += meta_row("trace", trace.path);
+  if (trace.command_line) out += meta_row("command line", *trace.command_line);
+  if (trace.hostname) out += meta_row("host", *trace.hostname);
+  if (trace.pid) out += meta_row("pid", std::to_string(*trace.pid));
+  out += meta_row("duration", format_duration(trace.duration_ns) + (trace.complete ? "" : " (incomplete trace)"));
+  out += meta_row("events", std::to_string(trace.event_count));
+  out += meta_row("allocations", fmt::format("{} ({}), {} freed, {} failed", totals.allocations,
+                                             format_bytes(totals.allocated_bytes), totals.frees,
+                                             totals.failed_allocations));
+  out += meta_row("peak", fmt::format("{} at {}", format_bytes_exact(totals.peak_bytes),
+                                      format_duration(totals.peak_time_ns)));
+  out += meta_row("leaked", fmt::format("{} in {} allocations", format_bytes_exact(totals.leaked_bytes),
+                                        totals.leaked_allocations));
+  out += "</table>\n</header>";
+  return out;
+}
+
+}  // namespace
+
+std::string render_html(const Report& report, const RenderOptions& options) {
+  const std::string title = "gpumemtrace: " + (report.trace.command_line ? *report.trace.command_line : report.trace.path);
+  const std::string data = script_safe_json(page_data(report, options).dump(-1, ' ', false, Json::error_handler_t::replace));
+
+  // Split the page at its slots first, so that text put into one slot is never searched for the next.
+  const std::string_view page = html_report_template();
+  const size_t title_at = page.find(kHtmlTitleSlot);
+  const size_t header_at = page.find(kHtmlHeaderSlot, title_at);
+  const size_t data_at = page.find(kHtmlDataSlot, header_at);
+  std::string out;
+  out.reserve(page.size() + data.size() + 4096);
+  out += page.substr(0, title_at);
+  out += html_escape(title);
+  out += page.substr(title_at + kHtmlTitleSlot.size(), header_at - title_at - kHtmlTitleSlot.size());
+  out += header(report);
+  out += page.substr(header_at + kHtmlHeaderSlot.size(), data_at - header_at - kHtmlHeaderSlot.size());
+  out += data;
+  out += page.substr(data_at + kHtmlDataSlot.size());
+  return out;
+}
+
+}  // namespace gmt::analysis
