@@ -1,0 +1,108 @@
+"""`report --format perfetto` checked against the Chrome trace-event format (JSON Object Format): the fields
+each phase requires, numeric times in microseconds, and counter values equal to the JSON report's timeline,
+failures and growth findings."""
+import json
+import numbers
+import unittest
+
+from gmt_e2e import TraceDirTestCase, report_json, run_cli, sample
+
+# Fields every event of a phase must carry (Trace Event Format: "ph", "name", "pid", "tid"; "ts" for all
+# but metadata; "dur" for complete events; "s" (scope) for instant events; args for counters and metadata).
+REQUIRED = {
+    "M": {"name", "pid", "tid", "args"},
+    "C": {"name", "pid", "tid", "ts", "args"},
+    "i": {"name", "pid", "tid", "ts", "s"},
+    "X": {"name", "pid", "tid", "ts", "dur"},
+}
+
+
+class PerfettoTest(TraceDirTestCase):
+    def export(self, name, *args, env=None):
+        trace = self.path(f"{name}.db")
+        result = run_cli("run", "--simulate", "-o", trace, "--", sample(name), *args, env=env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = self.path(f"{name}.json")
+        result = run_cli("report", "--format", "perfetto", "-o", out, trace)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        with open(out) as f:
+            document = json.load(f)
+        self.check_format(document)
+        return document, report_json(trace)
+
+    def check_format(self, document):
+        self.assertIsInstance(document["traceEvents"], list)
+        self.assertIn(document["displayTimeUnit"], ("ms", "ns"))
+        for event in document["traceEvents"]:
+            phase = event["ph"]
+            self.assertIn(phase, REQUIRED, event)
+            missing = REQUIRED[phase] - set(event)
+            self.assertFalse(missing, f"{event} lacks {missing}")
+            self.assertIsInstance(event["name"], str)
+            self.assertIsInstance(event["pid"], int)
+            self.assertIsInstance(event["tid"], int)
+            if phase != "M":
+                self.assertIsInstance(event["ts"], numbers.Real)
+                self.assertNotIsInstance(event["ts"], bool)
+                self.assertGreaterEqual(event["ts"], 0)
+            if phase == "C":
+                self.assertTrue(event["args"])
+                for value in event["args"].values():  # counters plot numbers only
+                    self.assertIsInstance(value, numbers.Real)
+            if phase == "i":
+                self.assertIn(event["s"], ("g", "p", "t"))
+            if phase == "X":
+                self.assertIsInstance(event["dur"], numbers.Real)
+                self.assertGreaterEqual(event["dur"], 0)
+            if phase == "M":
+                self.assertIn(event["name"], ("process_name", "thread_name", "process_sort_index", "thread_sort_index"))
+
+    def counter_track(self, document, pid, name):
+        events = [e for e in document["traceEvents"] if e["ph"] == "C" and e["pid"] == pid and e["name"] == name]
+        return [(e["ts"], e["args"]["bytes"]) for e in events]
+
+    def process_ids(self, document):
+        return {e["args"]["name"]: e["pid"] for e in document["traceEvents"] if e["name"] == "process_name"}
+
+    def check_timeline(self, document, report):
+        timeline = report["timeline"]
+        self.assertGreater(len(timeline["total"]), 0)
+        pids = self.process_ids(document)
+        app = [pid for name, pid in pids.items() if name.startswith("gpumemtrace: ")]
+        self.assertEqual(len(app), 1)
+        for suffix, field in ((" (max)", "max_bytes"), (" (min)", "min_bytes")):
+            expected = [(b["start_ns"] / 1000, b[field]) for b in timeline["total"]]
+            self.assertEqual(self.counter_track(document, app[0], "live bytes, all devices" + suffix), expected)
+            for series in timeline["series"]:
+                device = f"device {series['device']}" if series["device"] >= 0 else "host memory"
+                name = f"{series['memory_kind']} live bytes{suffix}"
+                with self.subTest(device=device, track=name):
+                    expected = [(b["start_ns"] / 1000, b[field]) for b in series["buckets"]]
+                    self.assertEqual(self.counter_track(document, pids[device], name), expected)
+
+    def test_leaky_counters_equal_the_json_timeline(self):
+        document, report = self.export("leaky")
+        self.check_timeline(document, report)
+        peaks = [e for e in document["traceEvents"] if e["ph"] == "i" and e.get("cat") == "peak"]
+        self.assertEqual(sorted(e["args"]["bytes"] for e in peaks), sorted(p["bytes"] for p in report["peak_stacks"]))
+
+    def test_failed_allocations_are_instants(self):
+        document, report = self.export("oom_fragmented", env={"GMT_SIM_DEVICE_BYTES": "64M"})
+        self.check_timeline(document, report)
+        failures = [e for e in document["traceEvents"] if e["ph"] == "i" and e.get("cat") == "failure"]
+        self.assertEqual(len(report["failures"]), 2)
+        self.assertEqual([(e["ts"], e["args"]["requested_bytes"], e["args"]["label"]) for e in failures],
+                         [(f["time_ns"] / 1000, f["requested_bytes"], f["label"]) for f in report["failures"]])
+
+    def test_growth_findings_are_instants(self):
+        document, report = self.export("slow_leak", env={"GMT_SIM_DEVICE_BYTES": "1G"})
+        self.check_timeline(document, report)
+        growth = [e for e in document["traceEvents"] if e["ph"] == "i" and e.get("cat") == "growth"]
+        findings = report["growth"]["findings"]
+        self.assertEqual(len(findings), 1)
+        self.assertEqual([(e["ts"], e["args"]["end_low_bytes"], e["args"]["start_low_bytes"]) for e in growth],
+                         [(f["end_time_ns"] / 1000, f["end_low_bytes"], f["start_low_bytes"]) for f in findings])
+
+
+if __name__ == "__main__":
+    unittest.main()
