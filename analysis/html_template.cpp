@@ -359,6 +359,9 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
   }
 
   document.body.setAttribute('data-rendered', 'true');
+  // Milliseconds from the start of navigation to here (the page parsed, every plot and table built): what
+  // bench/html_report.py reports as the render time.
+  document.body.setAttribute('data-render-ms', String(Math.round(performance.now())));
 })();
 </script>
 </body>

@@ -99,6 +99,16 @@ void append_peak_over_time(std::string& out, const Report& report, const RenderO
     const int64_t end = timeline.bucket_ns * static_cast<int64_t>(timeline.total.size());
     out += fmt::format("  over time  {}  (0 to {}, highest level per mark)\n", sparkline(timeline.total, 60),
                        format_duration(end));
+    // With several devices or kinds, the total hides which one moved: one line each, on the same time axis,
+    // each scaled to its own highest level.
+    if (timeline.series.size() > 1) {
+      for (const TimelineSeries& series : timeline.series) {
+        uint64_t highest = 0;
+        for (const TimelineBucket& bucket : series.buckets) highest = std::max(highest, bucket.max_bytes);
+        out += fmt::format("             {}  {} {} (up to {})\n", sparkline(series.buckets, 60),
+                           device_name(series.device), schema::to_string(series.memory_kind), format_bytes(highest));
+      }
+    }
   }
   for (const DevicePeak& peak : report.peaks) {
     out += fmt::format("  {} peaked at {} at {}; live then, largest first:\n", device_name(peak.device),
