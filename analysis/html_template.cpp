@@ -163,7 +163,7 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
 
     // NVTX ranges behind everything: one band per range, nested ranges lower and lighter.
     var bands = svgEl('g', { 'class': 'ranges' });
-    ranges.slice(0, 2000).forEach(function (r) {
+    ranges.forEach(function (r) {
       var x0 = x(r.start_ns), x1 = x(r.end_ns === null ? end : r.end_ns);
       var depth = Math.max(0, r.depth);
       var rect = svgEl('rect', { x: x0, y: top + depth * 4, width: Math.max(1, x1 - x0), height: H - top - bottom - depth * 4,

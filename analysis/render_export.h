@@ -15,6 +15,8 @@ namespace gmt::analysis {
 // At most this many failed allocations are embedded in the HTML page and drawn as markers (all of them are
 // counted); a trace of a program that retries an allocation in a loop would otherwise grow the page without bound.
 inline constexpr size_t kMaxExportedFailures = 500;
+// Likewise for NVTX range spans (a training loop pushes a range per step): the earliest are kept.
+inline constexpr size_t kMaxExportedRanges = 2000;
 
 // One HTML file that opens offline: inline CSS and JS, the Report's JSON (render_json's shape, cut to
 // options.top leak groups and kMaxExportedFailures failures) in a <script type="application/json"> element.

@@ -49,7 +49,7 @@ std::string script_safe_json(const std::string& json) {
   return out;
 }
 
-// The Report as render_json writes it, with the unbounded lists cut (failures, leaks by --top).
+// The Report as render_json writes it, with the unbounded lists cut (failures, ranges; leaks by --top).
 Json page_data(const Report& report, const RenderOptions& options) {
   Json data = Json::parse(render_json(report, options));
   Json& failures = data["failures"];
@@ -59,6 +59,16 @@ Json page_data(const Report& report, const RenderOptions& options) {
     failures.erase(failures.begin() + static_cast<std::ptrdiff_t>(kMaxExportedFailures), failures.end());
   }
   data["failures_not_shown"] = not_shown;
+  // NVTX range spans, when the JSON report carries them: the earliest kMaxExportedRanges are drawn.
+  if (data.contains("range_spans") && data["range_spans"].is_array()) {
+    Json& ranges = data["range_spans"];
+    size_t ranges_not_shown = 0;
+    if (ranges.size() > kMaxExportedRanges) {
+      ranges_not_shown = ranges.size() - kMaxExportedRanges;
+      ranges.erase(ranges.begin() + static_cast<std::ptrdiff_t>(kMaxExportedRanges), ranges.end());
+    }
+    data["range_spans_not_shown"] = ranges_not_shown;
+  }
   return data;
 }
 
