@@ -88,6 +88,17 @@ class FoldedTest(TraceDirTestCase):
         self.assertEqual(len(lines), len(self.report["leaks"]))
         self.assertIn(f"odd%3Bname%0Anext {leak['bytes']}", "\n".join(lines))
 
+    def test_merged_report_refuses_the_exported_formats(self):
+        second = self.workdir.path("second.db")
+        with open(self.trace, "rb") as src, open(second, "wb") as dst:
+            dst.write(src.read())
+        for fmt in ("folded", "html", "perfetto"):
+            with self.subTest(format=fmt):
+                result = run_cli("report", "--format", fmt, self.trace, second)
+                self.assertEqual(result.returncode, 2, result.stderr)
+                self.assertIn(f"--format {fmt} applies to the report of one trace", result.stderr)
+                self.assertEqual(result.stdout, "")
+
     def test_unknown_weight_is_refused(self):
         result = run_cli("report", "--format", "folded", "--folded-of", "frees", self.trace)
         self.assertNotEqual(result.returncode, 0)
