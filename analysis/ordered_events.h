@@ -43,7 +43,8 @@ class EventsOutOfOrder : public std::runtime_error {
 // (time_ns, id), like `ORDER BY e.time_ns, e.id`. Same accessors as Statement.
 class OrderedEvents {
  public:
-  // `window`: rows held back at most, window * (columns + 1) * 8 bytes of memory (for 13 columns: 112 MiB
+  // `window`: rows held back at most (a row can move ahead of up to window - 1 rows recorded before it),
+  // window * (columns + 1) * 8 bytes of memory (for 13 columns: 112 MiB
   // per million rows). Measured on a loaded 2-core machine, a thread stalled between its clock read and the
   // lock for 76-214 ms, during which 130k-170k events were recorded by others.
   OrderedEvents(const TraceFile& trace, const std::string& select, EventOrder order, size_t window);

@@ -6,7 +6,9 @@ runs raw and under `gpumemtrace run --simulate --no-symbolize`, interleaved, for
 - events/s (loop): events recorded per second of the app's allocation loop (under back-pressure the loop
   runs at the writer's sustained pace, give or take the buffered backlog); events/s (whole run): per second
   of the whole `gpumemtrace run`, process start and the final flush included (a lower bound);
-- CPU us/event: CPU of the whole process during the loop, per event, and of the writer thread alone;
+- CPU us/event: of the whole process during the loop (the backlog still buffered at its end is not in
+  it), of the whole run (app, final flush and CLI: the fair comparison between builds whose buffers
+  differ), and of the writer thread during the loop;
 - B/event: trace file bytes per event; zero loss: events in the trace == events the app made, and
   dropped_events == 0; back-pressure: waits and total wait the trace records;
 - VmHWM and threads of the app at the end of its loop (the writer and its buffers still there).
@@ -29,14 +31,17 @@ def one_run(build, flood_build, threads, pairs, trace, raw):
     flood = benchlib.paths(flood_build)["flood"]
     if raw:
         env = dict(os.environ, LD_LIBRARY_PATH=p["sim"], GMT_SIM_QUIET="1")
-        _, _, _, out = benchlib.run_child([flood, str(threads), str(pairs)], env=env)
-        return benchlib.key_values(out), None
+        _, cpu, _, out = benchlib.run_child([flood, str(threads), str(pairs)], env=env)
+        values = benchlib.key_values(out)
+        values["run_cpu_s"] = cpu
+        return values, None
     if os.path.exists(trace):
         os.remove(trace)
-    wall, _, _, out = benchlib.run_child([p["cli"], "run", "--simulate", "-q", "--no-symbolize", "-o", trace, "--",
+    wall, cpu, _, out = benchlib.run_child([p["cli"], "run", "--simulate", "-q", "--no-symbolize", "-o", trace, "--",
                                        flood, str(threads), str(pairs)])
     values = benchlib.key_values(out)
     values["run_s"] = wall
+    values["run_cpu_s"] = cpu
     meta = benchlib.meta(trace)
     stored = benchlib.count_rows(trace, "events")
     if stored != int(values["events"]) or meta.get("dropped_events") != "0":
@@ -71,10 +76,11 @@ def main():
     events = int(raw[0]["events"])
     print(f"event_flood {args.threads} threads x {args.pairs} pairs = {events} events, {args.rounds} rounds, "
           f"interleaved; load average at the end: {benchlib.load_average()}")
-    header = ["case", "events/s (loop)", "events/s (whole run)", "CPU us/event", "writer CPU us/event", "B/event", "back-pressure waits",
+    header = ["case", "events/s (loop)", "events/s (whole run)", "CPU us/event (loop)", "CPU us/event (whole run)", "writer CPU us/event (loop)", "B/event", "back-pressure waits",
               "waited s (all threads)", "VmHWM MiB", "threads"]
     rows = [["raw", benchlib.spread([events / r["loop_s"] for r in raw], "{:,.0f}"), "-",
-             benchlib.spread([r["loop_cpu_s"] * 1e6 / events for r in raw]), "-", "-", "-", "-",
+             benchlib.spread([r["loop_cpu_s"] * 1e6 / events for r in raw]),
+             benchlib.spread([r["run_cpu_s"] * 1e6 / events for r in raw]), "-", "-", "-", "-",
              benchlib.spread([r["vm_hwm_kib"] / 1024 for r in raw], "{:.1f}"),
              benchlib.spread([r["threads"] for r in raw], "{:.0f}")]]
     for name, _ in builds:
@@ -82,6 +88,7 @@ def main():
         rows.append([name, benchlib.spread([events / r["loop_s"] for r in runs], "{:,.0f}"),
                      benchlib.spread([events / r["run_s"] for r in runs], "{:,.0f}"),
                      benchlib.spread([r["loop_cpu_s"] * 1e6 / events for r in runs]),
+                     benchlib.spread([r["run_cpu_s"] * 1e6 / events for r in runs]),
                      benchlib.spread([r["other_threads_cpu_s"] * 1e6 / events for r in runs]),
                      benchlib.spread([r["bytes_per_event"] for r in runs], "{:.1f}"),
                      benchlib.spread([r["backpressure_waits"] for r in runs], "{:.0f}"),

@@ -32,11 +32,12 @@ TEST(OrderedEventsTest, ReordersWithinTheWindowLikeSqliteSorts) {
   builder.alloc(30, 0x2000, 256);  // id 2
   builder.alloc(20, 0x3000, 256);  // id 3: one place early
   builder.alloc(30, 0x4000, 256);  // id 4: ties with id 2, comes after it
-  builder.alloc(15, 0x5000, 256);  // id 5: three places early
+  builder.alloc(15, 0x5000, 256);  // id 5: three places early (passes 3 rows: a window of 4)
   builder.alloc(40, 0x6000, 256);  // id 6
   TraceFile trace = builder.open();
   std::vector<std::pair<int64_t, int64_t>> expected = {{1, 10}, {5, 15}, {3, 20}, {2, 30}, {4, 30}, {6, 40}};
-  EXPECT_EQ(read_all(trace, EventOrder::RecordingWindow, 3), expected);
+  EXPECT_EQ(read_all(trace, EventOrder::RecordingWindow, 4), expected);
+  EXPECT_EQ(read_all(trace, EventOrder::RecordingWindow, 100), expected);
   EXPECT_EQ(read_all(trace, EventOrder::SortedBySqlite, 1), expected);
 }
 
@@ -45,10 +46,10 @@ TEST(OrderedEventsTest, ARowDisplacedBeyondTheWindowIsRefused) {
   builder.alloc(10, 0x1000, 256);
   builder.alloc(20, 0x2000, 256);
   builder.alloc(30, 0x3000, 256);
-  builder.alloc(5, 0x4000, 256);  // belongs before all three: needs a window of 3
+  builder.alloc(5, 0x4000, 256);  // belongs before all three: needs a window of 4
   TraceFile trace = builder.open();
-  EXPECT_THROW(read_all(trace, EventOrder::RecordingWindow, 2), EventsOutOfOrder);
-  EXPECT_EQ(read_all(trace, EventOrder::RecordingWindow, 3).front(), (std::pair<int64_t, int64_t>{4, 5}));
+  EXPECT_THROW(read_all(trace, EventOrder::RecordingWindow, 3), EventsOutOfOrder);
+  EXPECT_EQ(read_all(trace, EventOrder::RecordingWindow, 4).front(), (std::pair<int64_t, int64_t>{4, 5}));
 }
 
 TEST(OrderedEventsTest, NullColumnsStayNullAndZeroStaysZero) {
