@@ -1,6 +1,7 @@
 #include "analysis/model.h"
 
 #include "analysis/live_memory.h"
+#include "analysis/ordered_events.h"
 #include "analysis/over_time.h"
 
 #include <algorithm>
@@ -197,7 +198,9 @@ std::string source_key(const Stack& stack) {
 
 }  // namespace
 
-Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
+// One pass over the events in time order; `order` says how that order is obtained (analysis/ordered_events.h).
+static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& options, EventOrder order,
+                             size_t window) {
   Report report;
   read_trace_info(trace, report.trace);
   Totals& totals = report.totals;
@@ -210,20 +213,21 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
   OverTimeTracker over_time;  // timeline, growth, fragmentation: sees every change of live bytes
   live_bytes.set_observer(&over_time);
 
-  // Time order is what matters for live bytes; id breaks ties in recording order (see the schema). The
-  // LEFT JOIN costs one primary-key lookup per event and saves a second pass for the failures.
+  // Time order is what matters for live bytes; id breaks ties in recording order (see the schema):
+  // OrderedEvents hands the rows out ordered by (time_ns, id). The LEFT JOIN costs one primary-key lookup per
+  // event and saves a second pass for the failures.
   // Schema 1 traces have no handle column: read it as 0 there.
   const char* handle_column = trace.schema_version() >= 2 ? "e.handle" : "0";
   const std::string events_sql = std::string(
       "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
       "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
-      " FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id ORDER BY e.time_ns, e.id";
+      " FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id";
   uint64_t events_estimated = 0;
   if (options.progress) {
     Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
     if (highest.step()) events_estimated = static_cast<uint64_t>(std::max<int64_t>(0, highest.column_int(0)));
   }
-  Statement events(trace, events_sql.c_str());
+  OrderedEvents events(trace, events_sql, order, window);
   while (events.step()) {
     ++report.trace.event_count;
     if (options.progress && report.trace.event_count % 65536 == 0) {
@@ -372,6 +376,26 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
   over_time.finish(
       trace, report, start, options, [&stacks](int64_t id) -> const Stack& { return stacks.load(id); }, source_key);
   return report;
+}
+
+Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
+  // A trace that says its times follow recording order needs no window; a small one still guards it.
+  bool time_ordered = lenient_meta_int(trace, schema::meta::kEventsTimeOrdered).value_or(0) == 1;
+  if (time_ordered) {
+    try {
+      return analyze_events(trace, options, EventOrder::RecordingWindow, kSmallEventWindow);
+    } catch (const EventsOutOfOrder&) {
+    }
+  }
+  for (size_t window : kEventWindows) {
+    try {
+      return analyze_events(trace, options, EventOrder::RecordingWindow, window);
+    } catch (const EventsOutOfOrder&) {
+      // Rare: a thread stalled between its clock read and the recorder's lock for longer than the window, or
+      // a trace written in another order. Start over with a larger window, then with SQLite's sort.
+    }
+  }
+  return analyze_events(trace, options, EventOrder::SortedBySqlite, 1);
 }
 
 }  // namespace gmt::analysis

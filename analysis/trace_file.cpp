@@ -56,7 +56,9 @@ int64_t pragma_int(sqlite3* db, const std::string& path, const char* pragma) {
 TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
   check_file_header(path);
   sqlite3* db = nullptr;
-  int flags = mode == OpenMode::ReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  // NOMUTEX: a TraceFile is used by one thread at a time; SQLite's per-call connection mutex would cost
+  // two lock operations per column read (measured: ~5% of `report`).
+  int flags = (mode == OpenMode::ReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -183,5 +185,7 @@ std::optional<std::string> Statement::column_text(int index) const {
 }
 
 bool Statement::column_is_null(int index) const { return sqlite3_column_type(stmt_, index) == SQLITE_NULL; }
+
+int Statement::column_count() const { return sqlite3_column_count(stmt_); }
 
 }  // namespace gmt::analysis

@@ -66,6 +66,7 @@ class Statement {
   int64_t column_int(int index) const;
   std::optional<std::string> column_text(int index) const;  // nullopt for NULL
   bool column_is_null(int index) const;
+  int column_count() const;
 
  private:
   const TraceFile& trace_;

@@ -29,9 +29,10 @@ namespace gmt::recorder {
 namespace {
 
 constexpr size_t kChunkEvents = 4096;
-// Past this many full chunks waiting for the writer (~92 MB of events at 88 B each), producers wait: the policy
+// Past this many full chunks waiting for the writer (~17 MB of events at 88 B each; as much again may be in the
+// writer's hands, so the app holds at most ~35 MB of events: docs/benchmarks.md), producers wait: the policy
 // is "no event is ever dropped"; the time spent waiting is the price when an app outruns SQLite.
-constexpr size_t kMaxPendingChunks = 256;
+constexpr size_t kMaxPendingChunks = 48;
 constexpr auto kFlushInterval = std::chrono::milliseconds(200);
 // Chunks written per SQLite transaction (4096 events, 10-20 ms): what a fork waits for, at most, besides
 // an occasional WAL checkpoint inside a commit.
@@ -59,6 +60,9 @@ struct Recorder {
   bool writer_started = false;
   bool stop_requested = false;
   bool disabled = false;  // the trace could not be created, or was closed at exit: record nothing more
+  uint64_t last_time_ns = 0;
+  uint64_t backpressure_waits = 0;  // see schema::meta::kBackpressureWaits
+  uint64_t backpressure_wait_ns = 0;  // of the last event recorded: times never go backwards in recording order
   std::thread writer_thread;
 
   std::mutex write_mutex;  // held during SQLite work; fork waits for it so the child inherits no half-write
@@ -168,6 +172,7 @@ bool create_trace(Recorder& r) {
   write_backend_meta(r);
   r.writer.set_meta(schema::meta::kToolVersion, GMT_VERSION);
   r.writer.set_meta(schema::meta::kDroppedEvents, "0");
+  r.writer.set_meta(schema::meta::kEventsTimeOrdered, "1");
   r.writer.set_meta(schema::meta::kComplete, "0");
   write_launch_meta(r, s.launch);
   if (!s.registry_path.empty()) {
@@ -186,6 +191,8 @@ bool create_trace(Recorder& r) {
 struct Batch {
   std::vector<Chunk*> chunks;
   std::vector<NewStack> stacks;
+  uint64_t backpressure_waits = 0;  // the totals so far
+  uint64_t backpressure_wait_ns = 0;
 };
 
 Batch take_batch_locked(Recorder& r) {
@@ -196,6 +203,8 @@ Batch take_batch_locked(Recorder& r) {
     r.current = nullptr;
   }
   b.stacks = r.stacks.take_new_stacks();
+  b.backpressure_waits = r.backpressure_waits;
+  b.backpressure_wait_ns = r.backpressure_wait_ns;
   return b;
 }
 
@@ -243,6 +252,14 @@ bool write_batch(Recorder& r, Batch& batch) {
     }
     if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time
     if (next >= batch.chunks.size()) break;
+  }
+  if (batch.backpressure_waits > 0 && !stopped) {
+    yield_to_fork(r);
+    std::lock_guard write_lock(r.write_mutex);
+    if (r.writer.is_open()) {
+      r.writer.set_meta(schema::meta::kBackpressureWaits, std::to_string(batch.backpressure_waits));
+      r.writer.set_meta(schema::meta::kBackpressureWaitNs, std::to_string(batch.backpressure_wait_ns));
+    }
   }
   std::lock_guard lock(r.mutex);
   for (Chunk* c : batch.chunks) r.spare.push_back(c);
@@ -329,6 +346,15 @@ void record(EventRecord& event, bool take_stack) {
   std::unique_lock lock(r.mutex);
   HoldsRecorderLock holds;  // destroyed before `lock`: cleared while the mutex is still held
   if (r.disabled) return;
+  // A thread that read the clock and then stalled before the lock (preempted: 76-214 ms measured on a loaded
+  // machine) gets the time of the event recorded before it. Harmless for the order of memory: a free is
+  // recorded before the memory is given back and an allocation after it was granted, so recording order is
+  // causal; and the analyzer reads in time order without a sort (analysis/ordered_events.h).
+  if (event.time_ns < r.last_time_ns) {
+    event.time_ns = r.last_time_ns;
+  } else {
+    r.last_time_ns = event.time_ns;
+  }
   if (raw.depth > 0) event.stack_id = r.stacks.intern(raw);
   if (!r.writer_started) start_writer_locked(r);
   if (!r.current) r.current = take_spare_chunk(r);
@@ -338,11 +364,15 @@ void record(EventRecord& event, bool take_stack) {
   r.current = nullptr;
   r.wake_writer.notify_one();
   // Back-pressure instead of loss. Only while a writer thread is there to drain the queue.
+  if (r.full.size() <= kMaxPendingChunks) return;
   t_holds_recorder_lock = false;  // the wait releases the mutex
+  uint64_t wait_start = now_ns();
   r.chunk_written.wait(lock, [&r] {
     return r.full.size() <= kMaxPendingChunks || r.disabled || r.stop_requested;
   });
   t_holds_recorder_lock = true;
+  ++r.backpressure_waits;  // counted, and written into the trace with the next batch: never silent
+  r.backpressure_wait_ns += now_ns() - wait_start;
 }
 
 void finish(bool close) {

@@ -50,14 +50,22 @@ class TraceWriter {
   bool create_file(const std::string& path, std::string& error);
   bool exec(const char* sql);
   bool prepare(sqlite3_stmt** stmt, const char* sql);
-  bool step_and_reset(sqlite3_stmt* stmt);
+  bool step_and_reset(sqlite3_stmt* stmt);  // and clears the bindings: for statements that leave some NULL
+  bool step_and_reset_bound(sqlite3_stmt* stmt);  // for statements whose every parameter is bound each time
   bool write_new_strings(uint32_t& written);
   bool write_range_event(const EventRecord& e);
   bool insert_pending_ranges();
 
 
   sqlite3* db_ = nullptr;
+  bool add_to_event_group(const EventRecord& e);
+  bool flush_event_group();
+
+  static constexpr size_t kEventsPerInsert = 64;
   sqlite3_stmt* insert_event_ = nullptr;
+  sqlite3_stmt* insert_event_group_ = nullptr;  // kEventsPerInsert rows per step
+  const EventRecord* group_[kEventsPerInsert] = {};  // the rows bound to insert_event_group_ so far
+  size_t grouped_events_ = 0;
   sqlite3_stmt* insert_failure_ = nullptr;
   sqlite3_stmt* insert_stack_ = nullptr;
   sqlite3_stmt* insert_frame_ = nullptr;

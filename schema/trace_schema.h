@@ -236,6 +236,11 @@ inline constexpr const char* kBackend = "backend";  // "cupti", "hooks" or "runt
 inline constexpr const char* kBackendNote = "backend_note";  // why this backend: e.g. CUPTI refused
 inline constexpr const char* kToolVersion = "gpumemtrace_version";
 inline constexpr const char* kDroppedEvents = "dropped_events";  // events lost (should stay "0")
+// Back-pressure (the app outran the writer; docs/benchmarks.md): how often an app thread waited for the writer
+// to drain the recorder's buffers instead of dropping events, and for how long in total. Written with each
+// batch once the first wait happened; absent when the app never waited.
+inline constexpr const char* kBackpressureWaits = "backpressure_waits";
+inline constexpr const char* kBackpressureWaitNs = "backpressure_wait_ns";
 inline constexpr const char* kSymbolized = "symbolized";         // "1" once symbols are filled
 // Multi-process jobs (docs/trace-format.md): written only when a launcher variable is set.
 inline constexpr const char* kRank = "rank";                  // global rank, as the launcher gave it
@@ -246,6 +251,9 @@ inline constexpr const char* kWorldSize = "world_size";
 // Device ordinals the process's events named, ascending, comma-separated ("0,1"); "" when none. Updated when
 // a written batch names a new device and at a clean exit, so an incomplete trace has those it wrote.
 inline constexpr const char* kDevices = "devices";
+// "1": events.time_ns never decreases as events.id grows (the recorder keeps it so; traces without the key
+// may have events recorded a little out of time order, by threads that stalled before taking the lock).
+inline constexpr const char* kEventsTimeOrdered = "events_time_ordered";
 }  // namespace meta
 
 }  // namespace gmt::schema
