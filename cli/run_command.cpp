@@ -19,6 +19,7 @@
 #include "cli/install_layout.h"
 #include "cli/launcher.h"
 #include "cli/post_run.h"
+#include "cli/sanitizer_runtime.h"
 #include "schema/trace_naming.h"
 
 namespace gmt::cli {
@@ -156,6 +157,10 @@ int run(const RunOptions& options) {
   const char* old_preload = getenv("LD_PRELOAD");
   std::string preload = layout.preload_library;
   if (old_preload && *old_preload) preload += std::string(":") + old_preload;
+  // An app built with -fsanitize=address|thread: its runtime must come first (ASan checks), before us.
+  if (std::string runtime = sanitizer_runtime_of(options.command[0]); !runtime.empty()) {
+    preload = runtime + ":" + preload;
+  }
   // The simulated runtime has no driver below it: only the runtime hooks can see its allocations.
   std::string backend = options.simulate ? "runtime" : options.backend;
   spec.environment = {{"LD_PRELOAD", preload},
