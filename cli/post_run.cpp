@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -59,7 +60,11 @@ bool print_run_summary(const std::string& path) {
                  report.leak_groups_total == 1 ? "" : "s");
     }
     if (!report.trace.complete) {
-      fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");
+      if (report.trace.stop_reason && !report.trace.stop_reason->empty()) {
+        fmt::print(stderr, "  warning: the trace is incomplete ({})\n", analysis::incomplete_reason(report.trace));
+      } else {
+        fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");
+      }
     }
     fmt::print(stderr, "  details: gpumemtrace report {}\n", path);
     return true;
@@ -69,8 +74,8 @@ bool print_run_summary(const std::string& path) {
   }
 }
 
-bool write_empty_trace(const std::string& path, long pid, const std::string& command_line, bool simulated,
-                       std::string& error) {
+bool write_empty_trace(const EmptyTrace& trace, std::string& error) {
+  const std::string& path = trace.path;
   int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
   if (fd < 0) {
     error = fmt::format("cannot create trace '{}': {}", path, std::strerror(errno));
@@ -88,18 +93,20 @@ bool write_empty_trace(const std::string& path, long pid, const std::string& com
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     std::string mono = std::to_string(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
-    const std::pair<const char*, std::string> meta[] = {
-        {schema::meta::kPid, std::to_string(pid)},
-        {schema::meta::kCommandLine, command_line},
+    bool complete = trace.stop_reason.empty();
+    std::vector<std::pair<const char*, std::string>> meta = {
+        {schema::meta::kPid, std::to_string(trace.pid)},
+        {schema::meta::kCommandLine, trace.command_line},
         {schema::meta::kStartMonotonicNs, mono},
-        {schema::meta::kEndMonotonicNs, mono},
-        {schema::meta::kComplete, "1"},
-        {schema::meta::kSimulated, simulated ? "1" : "0"},
-        {schema::meta::kBackend, "runtime-hooks"},
+        {schema::meta::kComplete, complete ? "1" : "0"},
+        {schema::meta::kSimulated, trace.simulated ? "1" : "0"},
         {schema::meta::kToolVersion, GMT_VERSION},
         {schema::meta::kDroppedEvents, "0"},
         {schema::meta::kSymbolized, "1"},
     };
+    if (complete) meta.emplace_back(schema::meta::kEndMonotonicNs, mono);
+    if (!complete) meta.emplace_back(schema::meta::kStopReason, trace.stop_reason);
+    if (!trace.backend.empty()) meta.emplace_back(schema::meta::kBackend, trace.backend);
     sqlite3_stmt* stmt = nullptr;
     ok = sqlite3_prepare_v2(db, "INSERT INTO meta(key, value) VALUES (?1, ?2)", -1, &stmt, nullptr) == SQLITE_OK;
     for (const auto& [key, value] : meta) {

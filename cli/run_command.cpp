@@ -21,6 +21,7 @@
 #include "cli/post_run.h"
 #include "cli/sanitizer_runtime.h"
 #include "schema/trace_naming.h"
+#include "schema/trace_schema.h"
 
 namespace gmt::cli {
 namespace {
@@ -130,7 +131,7 @@ int run(const RunOptions& options) {
                unknown, schema::kPatternSequences);
     return kExitBadInput;
   }
-  if (options.simulate && options.backend != "auto" && options.backend != "runtime") {
+  if (options.simulate && options.backend != "auto" && options.backend != schema::backend_names::kRuntime) {
     fmt::print(stderr, "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
                        "--backend {} does not apply\n", options.backend);
     return kExitBadInput;
@@ -162,7 +163,7 @@ int run(const RunOptions& options) {
     preload = runtime + ":" + preload;
   }
   // The simulated runtime has no driver below it: only the runtime hooks can see its allocations.
-  std::string backend = options.simulate ? "runtime" : options.backend;
+  std::string backend = options.simulate ? schema::backend_names::kRuntime : options.backend;
   spec.environment = {{"LD_PRELOAD", preload},
                       {"GMT_BACKEND", backend},
                       {"GMT_OUTPUT", spec.output_pattern},
@@ -170,7 +171,7 @@ int run(const RunOptions& options) {
                       {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
                       {"GMT_FREE_STACKS", options.free_stacks ? "1" : "0"},
                       {"GMT_SIMULATED", options.simulate ? "1" : "0"}};
-  if (backend != "runtime") {
+  if (backend != schema::backend_names::kRuntime) {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
     // Another tool's injection (Nsight, compute-sanitizer) is left in place; the hooks start CUPTI then.
     const char* injection = getenv("CUDA_INJECTION64_PATH");
@@ -200,14 +201,31 @@ int run(const RunOptions& options) {
     return result.error_exit_code;
   }
 
-  // A root process that never touched CUDA still gets a trace, so `report` always has something to read.
+  // A root process that never touched CUDA still gets a trace, so `report` always has something to read. One
+  // killed before its trace existed gets one too, but marked incomplete, saying so (it may have made calls).
   bool root_has_trace = false;
   for (const auto& t : traces) root_has_trace |= t == result.root_trace_path;
   if (!root_has_trace && !file_exists(result.root_trace_path)) {
+    EmptyTrace empty;
+    empty.path = result.root_trace_path;
+    empty.pid = result.pid;
+    empty.command_line = join(options.command);
+    empty.simulated = options.simulate;
+    if (backend != "auto") empty.backend = backend;  // --backend takes the schema's names
+    if (result.signal != 0) {
+      empty.stop_reason = fmt::format("killed by signal {} ({}) before recording started", result.signal,
+                                      strsignal(result.signal));
+    }
     std::string error;
-    if (write_empty_trace(result.root_trace_path, result.pid, join(options.command), options.simulate, error)) {
+    if (write_empty_trace(empty, error)) {
       traces.insert(traces.begin(), result.root_trace_path);
-      if (!options.quiet) fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
+      if (!options.quiet && result.signal == 0) {
+        fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
+      } else if (!options.quiet) {
+        fmt::print(stderr, "gpumemtrace: the app died by signal {} ({}) before recording started: the trace {} "
+                           "is empty and marked incomplete\n", result.signal, strsignal(result.signal),
+                   result.root_trace_path);
+      }
     } else {
       fmt::print(stderr, "gpumemtrace: {}\n", error);
     }
@@ -266,7 +284,8 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_option("--backend", options->backend,
                   "How allocations are seen: auto (CUPTI, else driver hooks), cupti, hooks (driver entry points), "
                   "runtime (CUDA runtime symbols only)")
-      ->check(CLI::IsMember({"auto", "cupti", "hooks", "runtime"}))
+      ->check(CLI::IsMember({"auto", schema::backend_names::kCupti, schema::backend_names::kHooks,
+                              schema::backend_names::kRuntime}))
       ->capture_default_str();
   run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
   run->add_flag("--free-stacks", options->free_stacks,

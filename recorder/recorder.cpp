@@ -23,6 +23,7 @@
 #include "recorder/module_map.h"
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
+#include "recorder/stop_reason.h"
 #include "recorder/trace_writer.h"
 
 namespace gmt::recorder {
@@ -239,6 +240,7 @@ bool write_batch(Recorder& r, Batch& batch) {
                 "); profiling stopped: the trace keeps the events written before, and the application "
                 "continues");
       r.writer.close();  // rolls the failed transaction back; every committed one stays readable
+      store_stop_reason(r.trace_path, stop_reason_for_write_error(r.writer.last_error()));
       break;
     }
     if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time

@@ -246,6 +246,17 @@ inline constexpr const char* kWorldSize = "world_size";
 // Device ordinals the process's events named, ascending, comma-separated ("0,1"); "" when none. Updated when
 // a written batch names a new device and at a clean exit, so an incomplete trace has those it wrote.
 inline constexpr const char* kDevices = "devices";
+// Why recording ended before the process did (the trace is then incomplete): "disk full: <SQLite's reason>",
+// "write failed: <reason>", or, in the stand-in trace `run` writes, "killed by signal N (<name>) before
+// recording started". Absent when recording ran to the end or the process died without a chance to say.
+inline constexpr const char* kStopReason = "stop_reason";
 }  // namespace meta
+
+// The values of meta.backend (one name per Source), written by the library and by the CLI.
+namespace backend_names {
+inline constexpr const char* kRuntime = "runtime";
+inline constexpr const char* kCupti = "cupti";
+inline constexpr const char* kHooks = "hooks";
+}  // namespace backend_names
 
 }  // namespace gmt::schema

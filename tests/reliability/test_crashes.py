@@ -57,6 +57,33 @@ class CrashTest(TraceDirTestCase):
         self.assertIn("incomplete", result.stdout)
         self.assertIn("incomplete", result.stderr)
 
+    def test_killed_before_recording_started(self):
+        # The app dies before any trace exists (here it never gets to CUDA at all): `run` says so, exits
+        # 128+signal, and its stand-in trace is empty, incomplete and says why, instead of claiming "no CUDA
+        # calls" in a complete trace.
+        trace = self.path("killed-early.db")
+        result = run_cli("run", "--simulate", "-o", trace, "--", "sh", "-c", "kill -KILL $$")
+        self.assertEqual(result.returncode, 128 + signal.SIGKILL, result.stderr)
+        self.assertIn("the app died by signal 9 (Killed) before recording started", result.stderr)
+        self.assertNotIn("no CUDA allocation calls", result.stderr)
+        report = report_json(trace)
+        self.assertFalse(report["trace"]["complete"])
+        self.assertEqual(report["trace"]["stop_reason"], "killed by signal 9 (Killed) before recording started")
+        self.assertEqual(report["trace"]["backend"], "runtime")
+        self.assertEqual(report["trace"]["event_count"], 0)
+        text = run_cli("report", trace)
+        self.assertIn("incomplete: recording stopped early: killed by signal 9 (Killed) before recording started",
+                      text.stdout)
+        # An app that exits without touching CUDA: complete, no stop reason, as before.
+        clean = self.path("no-cuda.db")
+        result = run_cli("run", "-o", clean, "--", "sh", "-c", "exit 4")
+        self.assertEqual(result.returncode, 4, result.stderr)
+        self.assertIn("the app made no CUDA allocation calls", result.stderr)
+        report = report_json(clean)
+        self.assertTrue(report["trace"]["complete"])
+        self.assertIsNone(report["trace"]["stop_reason"])
+        self.assertIsNone(report["trace"]["backend"])  # --backend auto: nothing was decided
+
     def kill_busy_app(self, sig, target):
         trace = self.path(f"busy-{int(sig)}-{target}.db")
         cli = start_cli_run(trace, sample("crashy"), "busy-loop")
