@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -121,6 +122,26 @@ bool write_empty_trace(const EmptyTrace& trace, std::string& error) {
   }
   sqlite3_close(db);
   return ok;
+}
+
+bool is_trace_stump(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (st.st_size == 0) return true;
+  sqlite3* db = nullptr;
+  bool stump = false;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    // Anything SQLite cannot read is left alone: `report` names it damaged, which it is.
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &stmt,
+                           nullptr) == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, "meta", -1, SQLITE_STATIC);
+      stump = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int64(stmt, 0) == 0;
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return stump;
 }
 
 }  // namespace gmt::cli

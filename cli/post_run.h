@@ -25,4 +25,8 @@ struct EmptyTrace {
 };
 bool write_empty_trace(const EmptyTrace& trace, std::string& error);
 
+// True for a trace file the process left before its schema was committed (it ended while the writer was
+// creating the trace): an empty file, or an SQLite file without the meta table. Such a file is no trace.
+bool is_trace_stump(const std::string& path);
+
 }  // namespace gmt::cli

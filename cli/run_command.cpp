@@ -125,6 +125,48 @@ std::string find_cupti_library() {
   return {};
 }
 
+// The started process's trace when it left none (it never touched CUDA, or died before its trace existed) or
+// only a stump (it ended while its writer was creating the trace: GPU suite, an app calling _exit at once):
+// a stand-in, so that `report` always has a file, complete only when the app exited without a trace.
+void ensure_root_trace(const RunOptions& options, const std::string& backend, const LaunchResult& result,
+                       std::vector<std::string>& traces) {
+  const std::string& path = result.root_trace_path;
+  for (const auto& t : traces) {
+    if (t == path) return;  // registered: the library created it, schema and all
+  }
+  bool stump = is_trace_stump(path);
+  if (file_exists(path) && !stump) return;
+  if (stump) {
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((path + suffix).c_str());
+  }
+  EmptyTrace empty;
+  empty.path = path;
+  empty.pid = result.pid;
+  empty.command_line = join(options.command);
+  empty.simulated = options.simulate;
+  if (backend != "auto") empty.backend = backend;  // --backend takes the schema's names
+  std::string how = result.signal != 0
+                        ? fmt::format("killed by signal {} ({})", result.signal, strsignal(result.signal))
+                        : fmt::format("ended with exit code {}", result.exit_code);
+  if (result.signal != 0 || stump) empty.stop_reason = how + " before recording started";
+  std::string error;
+  if (!write_empty_trace(empty, error)) {
+    fmt::print(stderr, "gpumemtrace: {}\n", error);
+    return;
+  }
+  traces.insert(traces.begin(), path);
+  if (options.quiet) return;
+  if (empty.stop_reason.empty()) {
+    fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
+  } else {
+    fmt::print(stderr, "gpumemtrace: the app {} before recording started: the trace {} is empty and marked "
+                       "incomplete\n", result.signal != 0 ? fmt::format("died by signal {} ({})", result.signal,
+                                                                         strsignal(result.signal))
+                                                           : fmt::format("ended (exit code {})", result.exit_code),
+               path);
+  }
+}
+
 int run(const RunOptions& options) {
   if (std::string unknown = schema::unknown_pattern_sequence(options.output); !unknown.empty()) {
     fmt::print(stderr, "gpumemtrace: -o '{}': unknown sequence '{}'; a trace name may hold {}\n", options.output,
@@ -201,35 +243,7 @@ int run(const RunOptions& options) {
     return result.error_exit_code;
   }
 
-  // A root process that never touched CUDA still gets a trace, so `report` always has something to read. One
-  // killed before its trace existed gets one too, but marked incomplete, saying so (it may have made calls).
-  bool root_has_trace = false;
-  for (const auto& t : traces) root_has_trace |= t == result.root_trace_path;
-  if (!root_has_trace && !file_exists(result.root_trace_path)) {
-    EmptyTrace empty;
-    empty.path = result.root_trace_path;
-    empty.pid = result.pid;
-    empty.command_line = join(options.command);
-    empty.simulated = options.simulate;
-    if (backend != "auto") empty.backend = backend;  // --backend takes the schema's names
-    if (result.signal != 0) {
-      empty.stop_reason = fmt::format("killed by signal {} ({}) before recording started", result.signal,
-                                      strsignal(result.signal));
-    }
-    std::string error;
-    if (write_empty_trace(empty, error)) {
-      traces.insert(traces.begin(), result.root_trace_path);
-      if (!options.quiet && result.signal == 0) {
-        fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
-      } else if (!options.quiet) {
-        fmt::print(stderr, "gpumemtrace: the app died by signal {} ({}) before recording started: the trace {} "
-                           "is empty and marked incomplete\n", result.signal, strsignal(result.signal),
-                   result.root_trace_path);
-      }
-    } else {
-      fmt::print(stderr, "gpumemtrace: {}\n", error);
-    }
-  }
+  ensure_root_trace(options, backend, result, traces);
 
   if (!options.quiet) {
     if (result.signal != 0) {

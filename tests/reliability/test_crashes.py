@@ -84,6 +84,28 @@ class CrashTest(TraceDirTestCase):
         self.assertIsNone(report["trace"]["stop_reason"])
         self.assertIsNone(report["trace"]["backend"])  # --backend auto: nothing was decided
 
+    def test_trace_left_without_its_schema(self):
+        # The app ends while its writer is creating the trace (seen on the GPU: a SIGTERM handler calling
+        # _exit at once): the file exists, empty or with the first pragmas only. `run` replaces it with the
+        # stand-in, incomplete, saying so; `report` reads it (exit 0) instead of calling it damaged. The app
+        # here makes those two file states itself, at the path the library would use ($GMT_OUTPUT).
+        stumps = {
+            "empty": ': > "$GMT_OUTPUT"',
+            "pragmas": 'python3 -c "import os, sqlite3; db = sqlite3.connect(os.environ[\'GMT_OUTPUT\']); '
+                       'db.execute(\'PRAGMA journal_mode=WAL\'); db.execute(\'PRAGMA user_version=4\'); db.close()"',
+        }
+        for name, make in stumps.items():
+            with self.subTest(stump=name):
+                trace = self.path(f"stump-{name}.db")
+                result = run_cli("run", "--simulate", "-o", trace, "--", "sh", "-c", f"{make}; exit 42")
+                self.assertEqual(result.returncode, 42, result.stderr)
+                self.assertIn("the app ended (exit code 42) before recording started", result.stderr)
+                report = report_json(trace)
+                self.assertFalse(report["trace"]["complete"])
+                self.assertEqual(report["trace"]["stop_reason"], "ended with exit code 42 before recording started")
+                self.assertEqual(report["trace"]["event_count"], 0)
+                self.assertEqual(oct(os.stat(trace).st_mode & 0o777), "0o600")
+
     def kill_busy_app(self, sig, target):
         trace = self.path(f"busy-{int(sig)}-{target}.db")
         cli = start_cli_run(trace, sample("crashy"), "busy-loop")
