@@ -134,10 +134,14 @@ void ensure_root_trace(const RunOptions& options, const std::string& backend, co
   for (const auto& t : traces) {
     if (t == path) return;  // registered: the library created it, schema and all
   }
-  bool stump = is_trace_stump(path);
-  if (file_exists(path) && !stump) return;
-  if (stump) {
-    for (const char* suffix : {"", "-wal", "-shm"}) unlink((path + suffix).c_str());
+  // The library builds the trace as "<path>.init-<pid>" and renames it once its schema is in: a process that
+  // ended in between leaves that file (recorder/trace_writer.cpp). A stump under the final name comes from
+  // an older library.
+  std::string unfinished = path + ".init-" + std::to_string(result.pid);
+  bool stump = file_exists(unfinished) || is_trace_stump(path);
+  if (file_exists(path) && !is_trace_stump(path)) return;
+  for (const std::string& file : {path, unfinished}) {
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((file + suffix).c_str());
   }
   EmptyTrace empty;
   empty.path = path;

@@ -90,6 +90,7 @@ class CrashTest(TraceDirTestCase):
         # stand-in, incomplete, saying so; `report` reads it (exit 0) instead of calling it damaged. The app
         # here makes those two file states itself, at the path the library would use ($GMT_OUTPUT).
         stumps = {
+            "unfinished": ': > "$GMT_OUTPUT.init-$$"',  # the library's name for a trace being created
             "empty": ': > "$GMT_OUTPUT"',
             "pragmas": 'python3 -c "import os, sqlite3; db = sqlite3.connect(os.environ[\'GMT_OUTPUT\']); '
                        'db.execute(\'PRAGMA journal_mode=WAL\'); db.execute(\'PRAGMA user_version=4\'); db.close()"',
@@ -105,6 +106,7 @@ class CrashTest(TraceDirTestCase):
                 self.assertEqual(report["trace"]["stop_reason"], "ended with exit code 42 before recording started")
                 self.assertEqual(report["trace"]["event_count"], 0)
                 self.assertEqual(oct(os.stat(trace).st_mode & 0o777), "0o600")
+                self.assertEqual([f for f in os.listdir(self.dir) if ".init-" in f], [])
 
     def kill_busy_app(self, sig, target):
         trace = self.path(f"busy-{int(sig)}-{target}.db")
