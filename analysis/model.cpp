@@ -176,6 +176,7 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   info.complete = meta_flag(trace, meta::kComplete);
   info.simulated = meta_flag(trace, meta::kSimulated);
   info.symbolized = meta_flag(trace, meta::kSymbolized);
+  info.stop_reason = trace.meta(meta::kStopReason);
   info.dropped_events =
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
 }

@@ -169,7 +169,15 @@ struct TraceInfo {
   bool symbolized = false;  // symbols were filled after the run
   uint64_t dropped_events = 0;
   uint64_t event_count = 0;  // rows of `events`, all kinds
+  std::optional<std::string> stop_reason;  // meta.stop_reason: why recording ended early (a full disk...)
 };
+
+// Why a trace is incomplete, for a sentence: "recording stopped early: disk full: ..." when the trace says
+// why, else the usual suspects.
+inline std::string incomplete_reason(const TraceInfo& trace) {
+  if (trace.stop_reason && !trace.stop_reason->empty()) return "recording stopped early: " + *trace.stop_reason;
+  return "the process crashed, was killed or is still running";
+}
 
 // Live bytes over time, pre-aggregated into buckets of equal width from the process start to the end of the
 // trace: at most kMaxTimelineBuckets, and no more than the changes of live bytes (but kMinTimelineBuckets

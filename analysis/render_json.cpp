@@ -54,6 +54,7 @@ Json trace_json(const TraceInfo& trace) {
               {"duration_ns", trace.duration_ns},
               {"duration_from_events", trace.duration_from_events},
               {"complete", trace.complete},
+              {"stop_reason", optional_value(trace.stop_reason)},
               {"simulated", trace.simulated},
               {"symbolized", trace.symbolized},
               {"dropped_events", trace.dropped_events},

@@ -77,9 +77,8 @@ void append_header(std::string& out, const TraceInfo& trace) {
                      trace.duration_from_events ? " (up to the last recorded event)" : "");
   if (trace.simulated) out += "  runtime    simulated CUDA runtime (no GPU was used)\n";
   if (!trace.complete) {
-    out +=
-        "warning: the trace is incomplete: the process crashed, was killed or is still running.\n"
-        "         Memory live at the end of the trace was not necessarily leaked.\n";
+    out += fmt::format("warning: the trace is incomplete: {}.\n", incomplete_reason(trace));
+    out += "         Memory live at the end of the trace was not necessarily leaked.\n";
   }
   if (!trace.symbolized) {
     out += fmt::format(

@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -59,7 +61,11 @@ bool print_run_summary(const std::string& path) {
                  report.leak_groups_total == 1 ? "" : "s");
     }
     if (!report.trace.complete) {
-      fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");
+      if (report.trace.stop_reason && !report.trace.stop_reason->empty()) {
+        fmt::print(stderr, "  warning: the trace is incomplete ({})\n", analysis::incomplete_reason(report.trace));
+      } else {
+        fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");
+      }
     }
     fmt::print(stderr, "  details: gpumemtrace report {}\n", path);
     return true;
@@ -69,8 +75,8 @@ bool print_run_summary(const std::string& path) {
   }
 }
 
-bool write_empty_trace(const std::string& path, long pid, const std::string& command_line, bool simulated,
-                       std::string& error) {
+bool write_empty_trace(const EmptyTrace& trace, std::string& error) {
+  const std::string& path = trace.path;
   int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
   if (fd < 0) {
     error = fmt::format("cannot create trace '{}': {}", path, std::strerror(errno));
@@ -88,18 +94,20 @@ bool write_empty_trace(const std::string& path, long pid, const std::string& com
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     std::string mono = std::to_string(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
-    const std::pair<const char*, std::string> meta[] = {
-        {schema::meta::kPid, std::to_string(pid)},
-        {schema::meta::kCommandLine, command_line},
+    bool complete = trace.stop_reason.empty();
+    std::vector<std::pair<const char*, std::string>> meta = {
+        {schema::meta::kPid, std::to_string(trace.pid)},
+        {schema::meta::kCommandLine, trace.command_line},
         {schema::meta::kStartMonotonicNs, mono},
-        {schema::meta::kEndMonotonicNs, mono},
-        {schema::meta::kComplete, "1"},
-        {schema::meta::kSimulated, simulated ? "1" : "0"},
-        {schema::meta::kBackend, "runtime-hooks"},
+        {schema::meta::kComplete, complete ? "1" : "0"},
+        {schema::meta::kSimulated, trace.simulated ? "1" : "0"},
         {schema::meta::kToolVersion, GMT_VERSION},
         {schema::meta::kDroppedEvents, "0"},
         {schema::meta::kSymbolized, "1"},
     };
+    if (complete) meta.emplace_back(schema::meta::kEndMonotonicNs, mono);
+    if (!complete) meta.emplace_back(schema::meta::kStopReason, trace.stop_reason);
+    if (!trace.backend.empty()) meta.emplace_back(schema::meta::kBackend, trace.backend);
     sqlite3_stmt* stmt = nullptr;
     ok = sqlite3_prepare_v2(db, "INSERT INTO meta(key, value) VALUES (?1, ?2)", -1, &stmt, nullptr) == SQLITE_OK;
     for (const auto& [key, value] : meta) {
@@ -114,6 +122,26 @@ bool write_empty_trace(const std::string& path, long pid, const std::string& com
   }
   sqlite3_close(db);
   return ok;
+}
+
+bool is_trace_stump(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (st.st_size == 0) return true;
+  sqlite3* db = nullptr;
+  bool stump = false;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    // Anything SQLite cannot read is left alone: `report` names it damaged, which it is.
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &stmt,
+                           nullptr) == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, "meta", -1, SQLITE_STATIC);
+      stump = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int64(stmt, 0) == 0;
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return stump;
 }
 
 }  // namespace gmt::cli

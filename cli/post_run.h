@@ -13,8 +13,20 @@ bool symbolize_trace_file(const std::string& path, bool quiet);
 // Prints "allocations, peak, leaked" for one trace to stderr. Returns false when the trace cannot be read.
 bool print_run_summary(const std::string& path);
 
-// Writes an empty, valid trace for a process that never touched CUDA (so `report` always has a file).
-bool write_empty_trace(const std::string& path, long pid, const std::string& command_line, bool simulated,
-                       std::string& error);
+// The stand-in trace `run` writes when the started process left none, so `report` always has a file.
+struct EmptyTrace {
+  std::string path;
+  long pid = 0;
+  std::string command_line;
+  bool simulated = false;
+  std::string backend;      // meta.backend (schema::backend_names), empty when not decided ("auto")
+  std::string stop_reason;  // empty: the app exited without touching CUDA, the trace is complete;
+                            // else why nothing was recorded (meta.stop_reason), and it is incomplete
+};
+bool write_empty_trace(const EmptyTrace& trace, std::string& error);
+
+// True for a trace file the process left before its schema was committed (it ended while the writer was
+// creating the trace): an empty file, or an SQLite file without the meta table. Such a file is no trace.
+bool is_trace_stump(const std::string& path);
 
 }  // namespace gmt::cli

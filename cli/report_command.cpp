@@ -62,9 +62,9 @@ int run_report(const ReportOptions& options) {
     // person, and leaks in an unfinished trace are only "live at the end".
     if (!report.trace.complete) {
       fmt::print(stderr,
-                 "gpumemtrace: warning: '{}' is incomplete (the process crashed, was killed or is still "
-                 "running): memory live at the end was not necessarily leaked\n",
-                 options.trace_path);
+                 "gpumemtrace: warning: '{}' is incomplete ({}): memory live at the end was not necessarily "
+                 "leaked\n",
+                 options.trace_path, analysis::incomplete_reason(report.trace));
     }
 
     analysis::RenderOptions render_options;

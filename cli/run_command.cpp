@@ -19,7 +19,9 @@
 #include "cli/install_layout.h"
 #include "cli/launcher.h"
 #include "cli/post_run.h"
+#include "cli/sanitizer_runtime.h"
 #include "schema/trace_naming.h"
+#include "schema/trace_schema.h"
 
 namespace gmt::cli {
 namespace {
@@ -123,13 +125,59 @@ std::string find_cupti_library() {
   return {};
 }
 
+// The started process's trace when it left none (it never touched CUDA, or died before its trace existed) or
+// only a stump (it ended while its writer was creating the trace: GPU suite, an app calling _exit at once):
+// a stand-in, so that `report` always has a file, complete only when the app exited without a trace.
+void ensure_root_trace(const RunOptions& options, const std::string& backend, const LaunchResult& result,
+                       std::vector<std::string>& traces) {
+  const std::string& path = result.root_trace_path;
+  for (const auto& t : traces) {
+    if (t == path) return;  // registered: the library created it, schema and all
+  }
+  // The library builds the trace as "<path>.init-<pid>" and renames it once its schema is in: a process that
+  // ended in between leaves that file (recorder/trace_writer.cpp). A stump under the final name comes from
+  // an older library.
+  std::string unfinished = path + ".init-" + std::to_string(result.pid);
+  bool stump = file_exists(unfinished) || is_trace_stump(path);
+  if (file_exists(path) && !is_trace_stump(path)) return;
+  for (const std::string& file : {path, unfinished}) {
+    for (const char* suffix : {"", "-wal", "-shm"}) unlink((file + suffix).c_str());
+  }
+  EmptyTrace empty;
+  empty.path = path;
+  empty.pid = result.pid;
+  empty.command_line = join(options.command);
+  empty.simulated = options.simulate;
+  if (backend != "auto") empty.backend = backend;  // --backend takes the schema's names
+  std::string how = result.signal != 0
+                        ? fmt::format("killed by signal {} ({})", result.signal, strsignal(result.signal))
+                        : fmt::format("ended with exit code {}", result.exit_code);
+  if (result.signal != 0 || stump) empty.stop_reason = how + " before recording started";
+  std::string error;
+  if (!write_empty_trace(empty, error)) {
+    fmt::print(stderr, "gpumemtrace: {}\n", error);
+    return;
+  }
+  traces.insert(traces.begin(), path);
+  if (options.quiet) return;
+  if (empty.stop_reason.empty()) {
+    fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
+  } else {
+    fmt::print(stderr, "gpumemtrace: the app {} before recording started: the trace {} is empty and marked "
+                       "incomplete\n", result.signal != 0 ? fmt::format("died by signal {} ({})", result.signal,
+                                                                         strsignal(result.signal))
+                                                           : fmt::format("ended (exit code {})", result.exit_code),
+               path);
+  }
+}
+
 int run(const RunOptions& options) {
   if (std::string unknown = schema::unknown_pattern_sequence(options.output); !unknown.empty()) {
     fmt::print(stderr, "gpumemtrace: -o '{}': unknown sequence '{}'; a trace name may hold {}\n", options.output,
                unknown, schema::kPatternSequences);
     return kExitBadInput;
   }
-  if (options.simulate && options.backend != "auto" && options.backend != "runtime") {
+  if (options.simulate && options.backend != "auto" && options.backend != schema::backend_names::kRuntime) {
     fmt::print(stderr, "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
                        "--backend {} does not apply\n", options.backend);
     return kExitBadInput;
@@ -156,8 +204,12 @@ int run(const RunOptions& options) {
   const char* old_preload = getenv("LD_PRELOAD");
   std::string preload = layout.preload_library;
   if (old_preload && *old_preload) preload += std::string(":") + old_preload;
+  // An app built with -fsanitize=address|thread: its runtime must come first (ASan checks), before us.
+  if (std::string runtime = sanitizer_runtime_of(options.command[0]); !runtime.empty()) {
+    preload = runtime + ":" + preload;
+  }
   // The simulated runtime has no driver below it: only the runtime hooks can see its allocations.
-  std::string backend = options.simulate ? "runtime" : options.backend;
+  std::string backend = options.simulate ? schema::backend_names::kRuntime : options.backend;
   spec.environment = {{"LD_PRELOAD", preload},
                       {"GMT_BACKEND", backend},
                       {"GMT_OUTPUT", spec.output_pattern},
@@ -165,7 +217,7 @@ int run(const RunOptions& options) {
                       {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
                       {"GMT_FREE_STACKS", options.free_stacks ? "1" : "0"},
                       {"GMT_SIMULATED", options.simulate ? "1" : "0"}};
-  if (backend != "runtime") {
+  if (backend != schema::backend_names::kRuntime) {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
     // Another tool's injection (Nsight, compute-sanitizer) is left in place; the hooks start CUPTI then.
     const char* injection = getenv("CUDA_INJECTION64_PATH");
@@ -195,18 +247,7 @@ int run(const RunOptions& options) {
     return result.error_exit_code;
   }
 
-  // A root process that never touched CUDA still gets a trace, so `report` always has something to read.
-  bool root_has_trace = false;
-  for (const auto& t : traces) root_has_trace |= t == result.root_trace_path;
-  if (!root_has_trace && !file_exists(result.root_trace_path)) {
-    std::string error;
-    if (write_empty_trace(result.root_trace_path, result.pid, join(options.command), options.simulate, error)) {
-      traces.insert(traces.begin(), result.root_trace_path);
-      if (!options.quiet) fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
-    } else {
-      fmt::print(stderr, "gpumemtrace: {}\n", error);
-    }
-  }
+  ensure_root_trace(options, backend, result, traces);
 
   if (!options.quiet) {
     if (result.signal != 0) {
@@ -261,7 +302,8 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_option("--backend", options->backend,
                   "How allocations are seen: auto (CUPTI, else driver hooks), cupti, hooks (driver entry points), "
                   "runtime (CUDA runtime symbols only)")
-      ->check(CLI::IsMember({"auto", "cupti", "hooks", "runtime"}))
+      ->check(CLI::IsMember({"auto", schema::backend_names::kCupti, schema::backend_names::kHooks,
+                              schema::backend_names::kRuntime}))
       ->capture_default_str();
   run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
   run->add_flag("--free-stacks", options->free_stacks,

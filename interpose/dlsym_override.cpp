@@ -14,7 +14,6 @@
 #include <gnu/libc-version.h>
 
 #include <atomic>
-#include <cstdlib>
 
 #include "interpose/driver_hook_table.h"
 
@@ -26,11 +25,21 @@ std::atomic<DlsymFn> g_real_dlsym{nullptr};
 // Since glibc 2.34 dlsym lives in libc with version GLIBC_2.34 (the old one stays as a compat alias); before,
 // in libdl. Asking for a version that does not exist would make glibc allocate an error string inside dlsym,
 // so pick the right one from the running glibc's version string (static, no allocation).
+//
+// This runs on the first dlsym of the process, which can come from a sanitizer runtime resolving its
+// interceptors before it is initialized: ASan's strtol interceptor then fails a CHECK (asan_init_is_running).
+// So the digits are read by hand, with no libc call that a sanitizer intercepts, and this file is built
+// without sanitizer instrumentation (interpose/CMakeLists.txt).
+int leading_number(const char*& text) {
+  int value = 0;
+  while (*text >= '0' && *text <= '9' && value < 100000) value = value * 10 + (*text++ - '0');
+  return value;
+}
+
 const char* dlsym_version() {
-  const char* version = gnu_get_libc_version();  // "2.36"
-  char* end = nullptr;
-  long major = std::strtol(version, &end, 10);
-  long minor = end && *end == '.' ? std::strtol(end + 1, nullptr, 10) : 0;
+  const char* version = gnu_get_libc_version();  // "2.36", static storage
+  int major = leading_number(version);
+  int minor = *version == '.' ? leading_number(++version) : 0;
   if (major > 2 || (major == 2 && minor >= 34)) return "GLIBC_2.34";
 #if defined(__aarch64__)
   return "GLIBC_2.17";

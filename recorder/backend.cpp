@@ -7,12 +7,19 @@
 #include <cstring>
 #include <mutex>
 
+#include "schema/trace_schema.h"
+
 namespace gmt::recorder {
 namespace {
 
 std::atomic<int> g_backend{static_cast<int>(Backend::Undecided)};
 std::mutex g_note_mutex;
-std::string* g_note = new std::string;  // leaked on purpose: read until the last destructor
+// Leaked on purpose: read until the last destructor. Created on first use: hooks can run before this
+// library's own initializers (see ensure_loaded).
+std::string& note_storage() {
+  static std::string* note = new std::string;
+  return *note;
+}
 
 thread_local schema::Api t_runtime_api __attribute__((tls_model("initial-exec"))) = schema::Api::Unknown;
 
@@ -31,9 +38,9 @@ Backend active_backend() { return static_cast<Backend>(g_backend.load(std::memor
 
 const char* backend_name(Backend backend) {
   switch (backend) {
-    case Backend::Runtime: return "runtime";
-    case Backend::Cupti: return "cupti";
-    case Backend::DriverHooks: return "hooks";
+    case Backend::Runtime: return schema::backend_names::kRuntime;
+    case Backend::Cupti: return schema::backend_names::kCupti;
+    case Backend::DriverHooks: return schema::backend_names::kHooks;
     case Backend::Undecided: break;
   }
   return "undecided";
@@ -52,7 +59,7 @@ bool set_active_backend(Backend backend, const std::string& note) {
   if (!note.empty()) {
     {
       std::lock_guard lock(g_note_mutex);
-      *g_note = note;
+      note_storage() = note;
     }
     std::string line = "gpumemtrace: " + note + "\n";
     ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
@@ -63,7 +70,7 @@ bool set_active_backend(Backend backend, const std::string& note) {
 
 std::string backend_note() {
   std::lock_guard lock(g_note_mutex);
-  return *g_note;
+  return note_storage();
 }
 
 schema::Api current_runtime_api() { return t_runtime_api; }

@@ -23,6 +23,7 @@
 #include "recorder/module_map.h"
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
+#include "recorder/stop_reason.h"
 #include "recorder/trace_writer.h"
 
 namespace gmt::recorder {
@@ -88,7 +89,8 @@ struct Recorder {
   pid_t pid = getpid();  // the process this recorder belongs to (a forked child copies the parent's for a moment)
 };
 
-Recorder* g_recorder = new Recorder;
+// Constant-initialized, created by create_recorder at load (or by the first hook, if that comes earlier).
+Recorder* g_recorder = nullptr;
 
 thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec"))) = 0;
 // True while this (app) thread holds Recorder::mutex: a fatal-signal handler running on it must not wait for
@@ -248,6 +250,7 @@ bool write_batch(Recorder& r, Batch& batch) {
                 "); profiling stopped: the trace keeps the events written before, and the application "
                 "continues");
       r.writer.close();  // rolls the failed transaction back; every committed one stays readable
+      store_stop_reason(r.trace_path, stop_reason_for_write_error(r.writer.last_error()));
       break;
     }
     if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time
@@ -337,7 +340,12 @@ uint32_t current_thread_id() {
   return t_thread_id;
 }
 
+void create_recorder() {
+  if (!g_recorder) g_recorder = new Recorder;
+}
+
 void record(EventRecord& event, bool take_stack) {
+  if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();  // a hook before our constructor
   Recorder& r = *g_recorder;
   RawStack raw;
   if (take_stack && settings().take_stacks) capture_stack(raw);  // outside the lock: the costly part
@@ -376,6 +384,7 @@ void record(EventRecord& event, bool take_stack) {
 }
 
 void finish(bool close) {
+  if (!g_recorder) return;
   Recorder& r = *g_recorder;
   HookScope scope;  // whatever SQLite or the loader do from here, the hooks stay out of it
   std::thread writer;
@@ -433,6 +442,7 @@ bool flush_from_signal_handler(int timeout_ms) {
   // mutexes) happens in the writer thread, which runs on while this thread waits here.
   if (t_holds_recorder_lock) return false;  // the writer would wait for the mutex this thread holds
   Recorder* r = g_recorder;
+  if (!r) return false;
   if (r->pid != getpid()) return false;  // a child between fork and its atfork handler: no writer here
   if (!r->writer_serving.load(std::memory_order_acquire)) return false;
   uint64_t ticket = r->flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;

@@ -14,6 +14,13 @@ uint64_t now_ns();
 // The kernel thread id of the calling thread, cached per thread (and refreshed in a forked child).
 uint32_t current_thread_id();
 
+// The library's load-time setup (settings, fork and exit handlers, fatal-signal handlers, the recorder),
+// once. Our constructor runs it, unless a hook ran it first: a library the app links is initialized before
+// a preloaded one, and its constructors may already call CUDA (recorder/lifecycle.cpp).
+void ensure_loaded();
+// The recorder's part of it: creates the recorder state. Idempotent.
+void create_recorder();
+
 // Appends one event. With `take_stack`, the caller's call stack is captured and interned first.
 // Cheap: no I/O, no SQLite; takes one lock briefly. Call only inside an active HookScope.
 void record(EventRecord& event, bool take_stack);

@@ -254,6 +254,17 @@ inline constexpr const char* kDevices = "devices";
 // "1": events.time_ns never decreases as events.id grows (the recorder keeps it so; traces without the key
 // may have events recorded a little out of time order, by threads that stalled before taking the lock).
 inline constexpr const char* kEventsTimeOrdered = "events_time_ordered";
+// Why recording ended before the process did (the trace is then incomplete): "disk full: <SQLite's reason>",
+// "write failed: <reason>", or, in the stand-in trace `run` writes, "killed by signal N (<name>) before
+// recording started". Absent when recording ran to the end or the process died without a chance to say.
+inline constexpr const char* kStopReason = "stop_reason";
 }  // namespace meta
+
+// The values of meta.backend (one name per Source), written by the library and by the CLI.
+namespace backend_names {
+inline constexpr const char* kRuntime = "runtime";
+inline constexpr const char* kCupti = "cupti";
+inline constexpr const char* kHooks = "hooks";
+}  // namespace backend_names
 
 }  // namespace gmt::schema

@@ -34,9 +34,12 @@ class RunErrorsTest(TraceDirTestCase):
         self.assertEqual(result.returncode, 126)
 
     def test_unknown_option(self):
-        result = run_cli("run", "--no-such-option", "--", "true")
+        # In a temporary directory: were the option ever ignored, `true` would run and leave its default-named
+        # trace (gpumemtrace.true.<pid>.db) in the working directory, which for ctest is the source tree.
+        result = run_cli("run", "--no-such-option", "--", "true", cwd=self.dir)
         self.assertEqual(result.returncode, 2)
         self.assertIn("no-such-option", result.stderr)
+        self.assertEqual(os.listdir(self.dir), [], "the app must not run after a bad option")
 
     def test_no_command(self):
         result = run_cli()

@@ -134,6 +134,55 @@ class BackendSamplesTest(TraceDirTestCase):
             print("FIGURE", line)
 
 
+RELIABILITY_BIN = os.environ.get("GMT_RELIABILITY_BIN", "")
+
+
+class UnusualAppsTest(TraceDirTestCase):
+    """Apps that reach our dlsym router and our setup in unusual ways, on the real driver."""
+
+    def program(self, name):
+        path = os.path.join(RELIABILITY_BIN, name)
+        if not os.path.exists(path):
+            self.skipTest(f"{name} not built (GMT_RELIABILITY_BIN={RELIABILITY_BIN!r})")
+        return path
+
+    def test_address_sanitizer_app_under_each_backend(self):
+        # ASan resolves its interceptors through our exported dlsym before it is initialized; cudart then
+        # finds the driver through it. protect_shadow_gap=0: CUDA maps memory where ASan reserves its gap.
+        program = self.program("sanitized_app_address")
+        env = {"ASAN_OPTIONS": "protect_shadow_gap=0:detect_leaks=0"}
+        plain = subprocess.run([program, "3"], env=dict(os.environ, **env), capture_output=True, text=True,
+                               timeout=300)
+        self.assertEqual(plain.returncode, 3, plain.stderr)
+        truth = parse_truth(plain.stdout)[0]
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                trace = self.path(f"asan-{backend}.db")
+                result = run_cli("run", "--backend", backend, "-q", "-o", trace, "--", program, "3", env=env)
+                self.assertEqual(result.returncode, 3, result.stderr[-2000:])
+                self.assertEqual(result.stdout, plain.stdout)
+                report = report_json(trace)
+                self.assertEqual(report["trace"]["backend"], backend)
+                self.assertEqual(report["totals"]["allocations"], 103)
+                self.assertEqual(report["totals"]["frees"], 100)
+                self.assertEqual(report["totals"]["leaked_bytes"], truth["leaked_bytes"])
+                find_leak(report, "leak_device_buffer")
+
+    def test_library_constructor_allocates_under_each_backend(self):
+        # A library the app links allocates in its static constructor, before our constructor ran.
+        program = self.program("library_lifetime_app")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                trace = self.path(f"lifetime-{backend}.db")
+                result = run_cli("run", "--backend", backend, "-q", "-o", trace, "--", program)
+                self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+                self.assertEqual(result.stdout, "holder=1 leaked_bytes=777\n")
+                report = report_json(trace)
+                self.assertEqual(report["totals"]["allocations"], 3)
+                holder = find_leak(report, "DeviceBufferHolder")
+                self.assertEqual((holder["bytes"], holder["count"]), (1 << 20, 1))
+
+
 class PyTorchTest(TraceDirTestCase):
     figures = []
 

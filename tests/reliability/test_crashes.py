@@ -57,6 +57,57 @@ class CrashTest(TraceDirTestCase):
         self.assertIn("incomplete", result.stdout)
         self.assertIn("incomplete", result.stderr)
 
+    def test_killed_before_recording_started(self):
+        # The app dies before any trace exists (here it never gets to CUDA at all): `run` says so, exits
+        # 128+signal, and its stand-in trace is empty, incomplete and says why, instead of claiming "no CUDA
+        # calls" in a complete trace.
+        trace = self.path("killed-early.db")
+        result = run_cli("run", "--simulate", "-o", trace, "--", "sh", "-c", "kill -KILL $$")
+        self.assertEqual(result.returncode, 128 + signal.SIGKILL, result.stderr)
+        self.assertIn("the app died by signal 9 (Killed) before recording started", result.stderr)
+        self.assertNotIn("no CUDA allocation calls", result.stderr)
+        report = report_json(trace)
+        self.assertFalse(report["trace"]["complete"])
+        self.assertEqual(report["trace"]["stop_reason"], "killed by signal 9 (Killed) before recording started")
+        self.assertEqual(report["trace"]["backend"], "runtime")
+        self.assertEqual(report["trace"]["event_count"], 0)
+        text = run_cli("report", trace)
+        self.assertIn("incomplete: recording stopped early: killed by signal 9 (Killed) before recording started",
+                      text.stdout)
+        # An app that exits without touching CUDA: complete, no stop reason, as before.
+        clean = self.path("no-cuda.db")
+        result = run_cli("run", "-o", clean, "--", "sh", "-c", "exit 4")
+        self.assertEqual(result.returncode, 4, result.stderr)
+        self.assertIn("the app made no CUDA allocation calls", result.stderr)
+        report = report_json(clean)
+        self.assertTrue(report["trace"]["complete"])
+        self.assertIsNone(report["trace"]["stop_reason"])
+        self.assertIsNone(report["trace"]["backend"])  # --backend auto: nothing was decided
+
+    def test_trace_left_without_its_schema(self):
+        # The app ends while its writer is creating the trace (seen on the GPU: a SIGTERM handler calling
+        # _exit at once): the file exists, empty or with the first pragmas only. `run` replaces it with the
+        # stand-in, incomplete, saying so; `report` reads it (exit 0) instead of calling it damaged. The app
+        # here makes those two file states itself, at the path the library would use ($GMT_OUTPUT).
+        stumps = {
+            "unfinished": ': > "$GMT_OUTPUT.init-$$"',  # the library's name for a trace being created
+            "empty": ': > "$GMT_OUTPUT"',
+            "pragmas": 'python3 -c "import os, sqlite3; db = sqlite3.connect(os.environ[\'GMT_OUTPUT\']); '
+                       'db.execute(\'PRAGMA journal_mode=WAL\'); db.execute(\'PRAGMA user_version=4\'); db.close()"',
+        }
+        for name, make in stumps.items():
+            with self.subTest(stump=name):
+                trace = self.path(f"stump-{name}.db")
+                result = run_cli("run", "--simulate", "-o", trace, "--", "sh", "-c", f"{make}; exit 42")
+                self.assertEqual(result.returncode, 42, result.stderr)
+                self.assertIn("the app ended (exit code 42) before recording started", result.stderr)
+                report = report_json(trace)
+                self.assertFalse(report["trace"]["complete"])
+                self.assertEqual(report["trace"]["stop_reason"], "ended with exit code 42 before recording started")
+                self.assertEqual(report["trace"]["event_count"], 0)
+                self.assertEqual(oct(os.stat(trace).st_mode & 0o777), "0o600")
+                self.assertEqual([f for f in os.listdir(self.dir) if ".init-" in f], [])
+
     def kill_busy_app(self, sig, target):
         trace = self.path(f"busy-{int(sig)}-{target}.db")
         cli = start_cli_run(trace, sample("crashy"), "busy-loop")

@@ -73,6 +73,14 @@ class DiskFullTest(TraceDirTestCase):
         self.assertFalse(report["trace"]["complete"])
         self.assertGreater(report["totals"]["allocations"], 0)
         self.assertLess(report["trace"]["event_count"], 20000)
+        # The trace says why it stopped, and `report` says it rather than guessing a crash.
+        self.assertEqual(report["trace"]["stop_reason"], "disk full: database or disk is full")
+        text = subprocess.run([CLI, "report", os.path.join(self.out, "t.db")], capture_output=True, text=True,
+                              timeout=120)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("the trace is incomplete: recording stopped early: disk full", text.stdout)
+        self.assertIn("incomplete (recording stopped early: disk full", text.stderr)
+        self.assertNotIn("crashed", text.stdout + text.stderr)
 
     def test_disk_fills_up_under_the_cli(self):
         reference = self.reference()
@@ -86,6 +94,9 @@ class DiskFullTest(TraceDirTestCase):
         report = report_json(os.path.join(self.out, "t.db"))
         self.assertFalse(report["trace"]["complete"])
         self.assertGreater(report["totals"]["allocations"], 0)
+        self.assertTrue(report["trace"]["stop_reason"].startswith("disk full: "), report["trace"])
+        # The run summary, printed inside the namespace while the disk was still full, says it too.
+        self.assertIn("incomplete (recording stopped early: disk full", result.stderr)
 
     def test_disk_full_from_the_start(self):
         # Not even the empty trace fits: the app runs unprofiled, one warning.

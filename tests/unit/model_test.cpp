@@ -284,7 +284,7 @@ TEST(ModelTest, TraceInfoOfACompleteRun) {
   EXPECT_EQ(report.trace.path, builder.path());
   EXPECT_EQ(report.trace.pid, 4242);
   EXPECT_EQ(report.trace.command_line, "./app --iterations 3");
-  EXPECT_EQ(report.trace.backend, "runtime-hooks");
+  EXPECT_EQ(report.trace.backend, schema::backend_names::kRuntime);
   EXPECT_EQ(report.trace.schema_version, schema::kSchemaVersion);
   EXPECT_EQ(report.trace.duration_ns, TraceBuilder::kEndNs - TraceBuilder::kStartNs);
   EXPECT_FALSE(report.trace.duration_from_events);

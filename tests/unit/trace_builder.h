@@ -72,7 +72,7 @@ class TraceBuilder {
       meta(schema::meta::kEndMonotonicNs, std::to_string(kEndNs));
       meta(schema::meta::kComplete, "1");
       meta(schema::meta::kSimulated, "0");
-      meta(schema::meta::kBackend, "runtime-hooks");
+      meta(schema::meta::kBackend, schema::backend_names::kRuntime);
       meta(schema::meta::kDroppedEvents, "0");
       meta(schema::meta::kSymbolized, "1");
     }
