@@ -31,7 +31,8 @@ Json stack_json(const Stack& stack) {
                           {"function", optional_value(frame.function)},
                           {"file", optional_value(frame.file)},
                           {"line", optional_value(frame.line)},
-                          {"module", optional_value(frame.module)}});
+                          {"module", optional_value(frame.module)},
+                          {"python", frame.python}});
   }
   return frames;
 }
