@@ -205,7 +205,10 @@ std::string source_key(const Stack& stack) {
   if (stack.frames.empty()) return "#" + std::to_string(stack.id);  // no frames: only the id tells them apart
   std::string key;
   for (const Frame& frame : stack.frames) {
-    if (frame.function && frame.file && frame.line) {
+    if (frame.python) {  // no pc to fall back on: the names are the frame, also without a line
+      key += "py\x1f" + frame.function.value_or("") + '\x1f' + frame.file.value_or("") + '\x1f' +
+             std::to_string(frame.line.value_or(0));
+    } else if (frame.function && frame.file && frame.line) {
       key += *frame.function + '\x1f' + *frame.file + '\x1f' + std::to_string(*frame.line);
     } else {
       key += "pc:" + std::to_string(frame.pc);

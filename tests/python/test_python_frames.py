@@ -1,8 +1,10 @@
 """Python frames in allocation stacks: a CPython program that allocates through ctypes (GIL released, and
 held with PyDLL), on the main thread and on two more, under the simulated runtime. The report's leak stacks
 must carry the Python frames (file, function, exact line) in order, below the native frames of the call."""
+import glob
 import os
 import sqlite3
+import subprocess
 import sys
 import unittest
 
@@ -10,6 +12,24 @@ from gmt_e2e import TraceDirTestCase, find_leak, parse_truth, report_json, run_c
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ctypes_app.py")
 PYTHON = sys.executable
+
+
+def minor_version(python):
+    out = subprocess.run([python, "-c", "import sys; print(sys.version_info[1])"], capture_output=True, text=True)
+    return int(out.stdout) if out.returncode == 0 else None
+
+
+def interpreters(minors):
+    """This interpreter and every other CPython 3.<minor> found in pyenv's versions, one per minor version."""
+    found = {minor_version(PYTHON): PYTHON}
+    for python in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3"))):
+        minor = minor_version(python)
+        found.setdefault(minor, python)
+    return {minor: python for minor, python in found.items() if minor in minors}
+
+
+SUPPORTED = interpreters({11, 12})
+UNSUPPORTED = interpreters({9, 10, 13})
 
 
 def app_line(marker):
@@ -32,15 +52,21 @@ def leak_of_size(report, total_bytes):
 
 
 class PythonFramesTest(TraceDirTestCase):
-    def run_app(self, *separator, env=None):
-        trace = self.path("python.db")
-        result = run_cli("run", "--simulate", "-o", trace, *separator, PYTHON, APP, env=env)
+    def run_app(self, *separator, env=None, python=PYTHON):
+        trace = self.path(f"python.{os.path.basename(os.path.dirname(os.path.dirname(python)))}.db")
+        result = run_cli("run", "--simulate", "-o", trace, *separator, python, APP, env=env)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(parse_truth(result.stdout)[0]["leaked_bytes"], 22000)
         return trace, report_json(trace)
 
     def test_leaks_name_the_python_lines_that_allocate(self):
-        trace, report = self.run_app()  # `run python app.py`, without "--"
+        self.assertTrue(SUPPORTED, "this interpreter is neither 3.11 nor 3.12")
+        for minor, python in SUPPORTED.items():
+            with self.subTest(python=f"3.{minor}"):
+                self.check_leaks_name_the_python_lines(python)
+
+    def check_leaks_name_the_python_lines(self, python):
+        trace, report = self.run_app(python=python)  # `run python app.py`, without "--"
         totals = report["totals"]
         self.assertEqual((totals["allocations"], totals["frees"], totals["leaked_bytes"]), (11, 5, 22000))
 
@@ -67,7 +93,12 @@ class PythonFramesTest(TraceDirTestCase):
                 self.assertEqual(frame["pc"], "0x0")
 
     def test_gil_held_call_and_threads(self):
-        _, report = self.run_app("--")
+        for minor, python in SUPPORTED.items():
+            with self.subTest(python=f"3.{minor}"):
+                self.check_gil_held_call_and_threads(python)
+
+    def check_gil_held_call_and_threads(self, python):
+        _, report = self.run_app("--", python=python)
         gil = next(leak for leak in report["leaks"] if leak["bytes"] == 3000 and leak["count"] == 1)
         self.assertEqual(python_frames(gil["stack"]), [
             ("cuda_malloc", APP, app_line("cuda_malloc")),
@@ -104,6 +135,22 @@ class PythonFramesTest(TraceDirTestCase):
         for leak in report["leaks"]:
             self.assertEqual(python_frames(leak["stack"]), [])
         self.assertEqual(report["totals"]["leaked_bytes"], 22000)
+
+
+    def test_unsupported_version_says_so_once_and_keeps_native_stacks(self):
+        if not UNSUPPORTED:
+            self.skipTest("no CPython 3.9, 3.10 or 3.13 installed")
+        for minor, python in UNSUPPORTED.items():
+            with self.subTest(python=f"3.{minor}"):
+                trace = self.path(f"unsupported.{minor}.db")
+                result = run_cli("run", "--simulate", "-o", trace, python, APP)
+                self.assertEqual(result.returncode, 0, result.stderr)
+                note = f"Python frames are not supported on CPython 3.{minor}"
+                self.assertEqual(result.stderr.count(note), 1, result.stderr)
+                report = report_json(trace)
+                self.assertEqual(report["totals"]["leaked_bytes"], 22000)
+                for leak in report["leaks"]:
+                    self.assertEqual(python_frames(leak["stack"]), [])
 
 
 class NativeAppTest(TraceDirTestCase):
