@@ -3,7 +3,8 @@ cudaMalloc in the process's global scope (where an extension's PLT would find it
 ctypes. CDLL releases the GIL around the call, PyDLL keeps it. Under `gpumemtrace run --simulate` the
 runtime is the simulated one. The PY-LEAK markers name the lines the report must show.
 
-usage: ctypes_app.py [pairs]   (pairs: extra cudaMalloc/cudaFree pairs, timed, for the benchmark)
+usage: ctypes_app.py [PAIRS [DEPTH]]   (benchmark: time PAIRS cudaMalloc/cudaFree pairs, called DEPTH
+                                        Python frames deep, instead of the leaks)
 """
 import ctypes
 import sys
@@ -52,17 +53,21 @@ def temporary_buffers(count):
         cuda_free(cuda_malloc(NO_GIL, 512))
 
 
-def timed_pairs(pairs):
-    start = time.perf_counter()
+def timed_pairs(pairs, depth):
+    if depth > 1:  # deeper Python stacks: more frames to read per allocation
+        return timed_pairs(pairs, depth - 1)
+    for _ in range(1000):  # warm-up: first-seen frames, caches, lazily created buffers
+        cuda_free(cuda_malloc(NO_GIL, 256))
+    start, start_cpu = time.perf_counter(), time.thread_time()
     for _ in range(pairs):
         cuda_free(cuda_malloc(NO_GIL, 256))
-    elapsed = time.perf_counter() - start
-    print(f"pairs={pairs} seconds={elapsed:.6f} ns_per_pair={elapsed / pairs * 1e9:.0f}")
+    elapsed, cpu = time.perf_counter() - start, time.thread_time() - start_cpu
+    print(f"pairs={pairs} wall_ns_per_pair={elapsed / pairs * 1e9:.0f} cpu_ns_per_pair={cpu / pairs * 1e9:.0f}")
 
 
 def main():
     if len(sys.argv) > 1:
-        timed_pairs(int(sys.argv[1]))
+        timed_pairs(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1)
         return
     temporary_buffers(5)
     build_model(3)  # PY-LEAK: main.build_model
