@@ -153,6 +153,23 @@ class PythonFramesTest(TraceDirTestCase):
                     self.assertEqual(python_frames(leak["stack"]), [])
 
 
+class LauncherTest(TraceDirTestCase):
+    def test_worker_processes_of_a_launcher_get_python_frames(self):
+        # `gpumemtrace run -- torchrun ...`: each worker the launcher starts gets its own trace with its frames.
+        launcher = os.path.join(os.path.dirname(APP), "launcher.py")
+        trace = self.path("launch.db")
+        result = run_cli("run", "--simulate", "-o", trace, "--", PYTHON, launcher, "2", APP)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        workers = [p for p in glob.glob(self.path("launch.*.db"))]
+        self.assertEqual(len(workers), 2, os.listdir(self.dir))
+        for worker in workers:
+            report = report_json(worker)
+            self.assertEqual(report["totals"]["leaked_bytes"], 22000)
+            model = leak_of_size(report, 3000)
+            self.assertEqual(python_frames(model["stack"])[1], ("Layer.build", APP, app_line("Layer.build")))
+        self.assertEqual(report_json(trace)["totals"]["allocations"], 0)  # the launcher itself
+
+
 class NativeAppTest(TraceDirTestCase):
     def test_program_without_python_has_no_python_frames(self):
         trace = self.path("leaky.db")
