@@ -187,7 +187,7 @@ void read_python_stack(const Interpreter& py, PythonStack& stack) {
     // Frames that have not reached their first traceable instruction yet are still being set up.
     bool incomplete = owner != kFrameOwnedByGenerator &&
                       instruction < read_at<int32_t>(code, l.code_first_traceable);
-    if (!incomplete && instruction < code_units && stack.frame_count < kMaxPythonDepth) {
+    if (!incomplete && instruction >= 0 && instruction < code_units && stack.frame_count < kMaxPythonDepth) {
       stack.frames[stack.frame_count++] = RawPythonFrame{code, static_cast<int32_t>(instruction)};
       ++open_frames;
     }
@@ -250,8 +250,10 @@ struct CacheSlot {
   int32_t instruction;
   uint32_t id;
 };
-constexpr uint32_t kCacheSlots = 1024;  // per thread; a power of two
-thread_local CacheSlot t_cache[kCacheSlots] __attribute__((tls_model("initial-exec")));
+// Per thread, in every thread of the process (12 KiB): small, and in the default TLS model, so that the library
+// still loads when it is dlopen'ed (an injection path) rather than preloaded.
+constexpr uint32_t kCacheSlots = 256;  // a power of two
+thread_local CacheSlot t_cache[kCacheSlots];
 
 uint32_t resolve(const Interpreter& py, const RawPythonFrame& frame) {
   const PythonLayout& l = *py.layout;
@@ -259,7 +261,7 @@ uint32_t resolve(const Interpreter& py, const RawPythonFrame& frame) {
   uintptr_t function = read_at<uintptr_t>(frame.code, l.code_qualname);
   uintptr_t line_table = read_at<uintptr_t>(frame.code, l.code_linetable);
   uint64_t h = (frame.code >> 4) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(frame.instruction) * 0xC2B2AE3Dull;
-  CacheSlot& slot = t_cache[(h >> 20) & (kCacheSlots - 1)];
+  CacheSlot& slot = t_cache[(h >> 24) & (kCacheSlots - 1)];
   if (slot.id != 0 && slot.code == frame.code && slot.instruction == frame.instruction && slot.file == file &&
       slot.function == function && slot.line_table == line_table) {
     return slot.id;

@@ -102,6 +102,10 @@ class GpuPythonFramesTest(TraceDirTestCase):
                                "WHERE s.text = 'train step' AND r.end_ns IS NOT NULL").fetchone()[0]
             python_rows = db.execute("SELECT count(*) FROM python_frames").fetchone()[0]
         self.assertEqual(steps, STEPS)
+        # The segments PyTorch still holds at exit came through its caching allocator, and the report says so.
+        allocators = {a["id"]: a for a in report["allocators"]}
+        self.assertIn("pytorch_caching", allocators, report["allocators"])
+        self.assertIn("torch.cuda.empty_cache()", allocators["pytorch_caching"]["advice"])
         grown = sum(g["growth_bytes"] for f in findings for g in f["stacks"])
         print(f"FIGURE python frames: growth {findings[0]['rate_bytes_per_s'] / 2**20:.1f} MiB/s, {grown} B grown in "
               f"stacks naming train.py:{site[2]}; {python_rows} python_frames rows; {STEPS} NVTX steps")
