@@ -111,12 +111,12 @@ Interpreter find_interpreter() {
   if (!py.is_initialized || !py.addr2line || !py.code_type || !py.unicode_type) return py;
   py.module = module_range_of(this_thread_state, py.drop_module_frames);
   if (void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault")) {
+    // The symbol's size bounds the eval loop (a compiler-split ".cold" part is outside it: see the rule).
     Dl_info info{};
-    void* symbol_entry = nullptr;
-    auto symbol = [&] { return static_cast<const ElfW(Sym)*>(symbol_entry); };
-    if (dladdr1(eval, &info, &symbol_entry, RTLD_DL_SYMENT) != 0 && symbol_entry &&
-        symbol()->st_size > 0) {
-      py.eval_loop = Range{reinterpret_cast<uintptr_t>(eval), reinterpret_cast<uintptr_t>(eval) + symbol()->st_size};
+    void* entry = nullptr;
+    if (dladdr1(eval, &info, &entry, RTLD_DL_SYMENT) != 0 && entry) {
+      auto size = static_cast<const ElfW(Sym)*>(entry)->st_size;
+      if (size > 0) py.eval_loop = Range{reinterpret_cast<uintptr_t>(eval), reinterpret_cast<uintptr_t>(eval) + size};
     }
   }
   py.usable = true;
