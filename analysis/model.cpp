@@ -60,11 +60,7 @@ struct ModuleRange {
 class StackLoader {
  public:
   explicit StackLoader(const TraceFile& trace)
-      : exists_(trace, "SELECT 1 FROM stacks WHERE id = ?1"),
-        frames_(trace,
-                "SELECT f.level, f.pc, s.function, s.file, s.line, s.module_id "
-                "FROM stack_frames f LEFT JOIN symbols s ON s.pc = f.pc "
-                "WHERE f.stack_id = ?1 ORDER BY f.level") {
+      : exists_(trace, "SELECT 1 FROM stacks WHERE id = ?1"), frames_(trace, frames_sql(trace)) {
     Statement modules(trace, "SELECT id, path, base, size FROM modules");
     while (modules.step()) {
       ModuleRange range{static_cast<uint64_t>(modules.column_int(2)),
@@ -90,6 +86,21 @@ class StackLoader {
   }
 
  private:
+  // Python frames (v5) name a python_frames row instead of a pc; older traces have none.
+  static const char* frames_sql(const TraceFile& trace) {
+    if (trace.schema_version() >= 5) {
+      return "SELECT f.level, f.pc, s.function, s.file, s.line, s.module_id, f.python_frame_id, pfn.text, "
+             "pfl.text, p.line "
+             "FROM stack_frames f LEFT JOIN symbols s ON s.pc = f.pc AND f.python_frame_id = 0 "
+             "LEFT JOIN python_frames p ON p.id = f.python_frame_id "
+             "LEFT JOIN strings pfn ON pfn.id = p.function_id LEFT JOIN strings pfl ON pfl.id = p.file_id "
+             "WHERE f.stack_id = ?1 ORDER BY f.level";
+    }
+    return "SELECT f.level, f.pc, s.function, s.file, s.line, s.module_id, 0, NULL, NULL, NULL "
+           "FROM stack_frames f LEFT JOIN symbols s ON s.pc = f.pc "
+           "WHERE f.stack_id = ?1 ORDER BY f.level";
+  }
+
   void read_frames(Stack& stack) {
     frames_.reset();
     frames_.bind(1, stack.id);
@@ -97,6 +108,15 @@ class StackLoader {
       Frame frame;
       frame.level = frames_.column_int(0);
       frame.pc = static_cast<uint64_t>(frames_.column_int(1));
+      if (frames_.column_int(6) != 0) {
+        frame.python = true;
+        frame.module = std::string(kPythonModule);
+        frame.function = non_empty(frames_.column_text(7));
+        frame.file = non_empty(frames_.column_text(8));
+        if (!frames_.column_is_null(9) && frames_.column_int(9) > 0) frame.line = frames_.column_int(9);
+        stack.frames.push_back(std::move(frame));
+        continue;
+      }
       // The symbolizer may store "" or line 0 for "unknown"; the report shows both as unknown.
       frame.function = non_empty(frames_.column_text(2));
       frame.file = non_empty(frames_.column_text(3));
@@ -125,7 +145,7 @@ class StackLoader {
 
   static void drop_leading_runtime_frames(Stack& stack) {
     size_t first = 0;
-    while (first + 1 < stack.frames.size() && stack.frames[first].function &&
+    while (first + 1 < stack.frames.size() && !stack.frames[first].python && stack.frames[first].function &&
            is_cuda_runtime_function(*stack.frames[first].function)) {
       ++first;
     }
@@ -187,7 +207,10 @@ std::string source_key(const Stack& stack) {
   if (stack.frames.empty()) return "#" + std::to_string(stack.id);  // no frames: only the id tells them apart
   std::string key;
   for (const Frame& frame : stack.frames) {
-    if (frame.function && frame.file && frame.line) {
+    if (frame.python) {  // no pc to fall back on: the names are the frame, also without a line
+      key += "py\x1f" + frame.function.value_or("") + '\x1f' + frame.file.value_or("") + '\x1f' +
+             std::to_string(frame.line.value_or(0));
+    } else if (frame.function && frame.file && frame.line) {
       key += *frame.function + '\x1f' + *frame.file + '\x1f' + std::to_string(*frame.line);
     } else {
       key += "pc:" + std::to_string(frame.pc);

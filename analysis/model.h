@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/trace_file.h"
@@ -62,13 +63,17 @@ struct PerKind {
   const T* find(schema::MemoryKind kind) const { return const_cast<PerKind*>(this)->find(kind); }
 };
 
+// The module shown for Python frames: file, function and line are the Python source's.
+inline constexpr std::string_view kPythonModule = "python";
+
 struct Frame {
   int64_t level = 0;                    // 0 is the innermost frame (the caller of the CUDA function)
   uint64_t pc = 0;                      // return address as captured
   std::optional<std::string> function;  // nullopt when the pc is not symbolized (or has no symbol)
   std::optional<std::string> file;
   std::optional<int64_t> line;
-  std::optional<std::string> module;  // full path of the module holding the pc, when known
+  std::optional<std::string> module;  // full path of the module holding the pc, when known; kPythonModule
+  bool python = false;                // a Python frame (schema v5): pc is 0, module is kPythonModule
 };
 
 struct Stack {

@@ -31,6 +31,8 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   leak_groups: {total, shown, not_shown, below_min_bytes, bytes_below_min_bytes, min_bytes}
 //   leaks[]: rank, bytes, count, stack_id, stack_missing, memory_kinds[], apis[], devices[],
 //            first_alloc_ns, last_alloc_ns, stack[]
+//   allocators[]: id, name, leaked_bytes, leaked_allocations, leak_groups, advice (analysis/allocators.h)
+//   (every stack[] frame: level, pc, function, file, line, module, python: true for a Python frame)
 //   failures[]: event_id, time_ns, api, memory_kind, requested_bytes, error, error_name, device,
 //               device_free, device_total, stack_id, stack_missing, stack[],
 //               label ("fragmentation", "out of memory", "unknown", "other error"), largest_free_gap,

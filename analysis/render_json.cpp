@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "analysis/allocators.h"
 #include "analysis/format.h"
 #include "analysis/render.h"
 
@@ -31,7 +32,8 @@ Json stack_json(const Stack& stack) {
                           {"function", optional_value(frame.function)},
                           {"file", optional_value(frame.file)},
                           {"line", optional_value(frame.line)},
-                          {"module", optional_value(frame.module)}});
+                          {"module", optional_value(frame.module)},
+                          {"python", frame.python}});
   }
   return frames;
 }
@@ -144,6 +146,19 @@ Json peaks_json(const std::vector<DevicePeak>& peaks) {
                         {"time_ns", peak.time_ns},
                         {"stack_groups", peak.stack_groups},
                         {"stacks", stack_bytes_list(peak.stacks)}});
+  }
+  return list;
+}
+
+Json allocators_json(const std::vector<LeakGroup>& leaks) {
+  Json list = Json::array();
+  for (const AllocatorFinding& allocator : name_allocators(leaks)) {
+    list.push_back(Json{{"id", allocator.id},
+                        {"name", allocator.name},
+                        {"leaked_bytes", allocator.leaked_bytes},
+                        {"leaked_allocations", allocator.leaked_allocations},
+                        {"leak_groups", allocator.leak_groups},
+                        {"advice", allocator.advice}});
   }
   return list;
 }
@@ -267,6 +282,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
             {"bytes_below_min_bytes", report.leaked_bytes_below_min_bytes},
             {"min_bytes", optional_value(report.min_bytes)}}},
       {"leaks", std::move(leaks)},
+      {"allocators", allocators_json(report.leaks)},
       {"failures", std::move(failures)},
       {"peak_stacks", peaks_json(report.peaks)},
       {"growth", growth_json(report.growth)},

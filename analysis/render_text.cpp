@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "analysis/allocators.h"
 #include "analysis/format.h"
 #include "analysis/render.h"
 #include "analysis/render_text_parts.h"
@@ -146,6 +147,14 @@ void append_leaks(std::string& out, const Report& report, const RenderOptions& o
   }
 }
 
+// The allocators the leaked memory came through, with what their cache means (analysis/allocators.h).
+void append_allocators(std::string& out, const Report& report) {
+  for (const AllocatorFinding& allocator : name_allocators(report.leaks)) {
+    out += fmt::format("\nAllocator: {} ({} in {} of the leak groups above)\n  {}\n", allocator.name,
+                       format_bytes(allocator.leaked_bytes), allocator.leak_groups, allocator.advice);
+  }
+}
+
 void append_failures(std::string& out, const Report& report, const RenderOptions& options) {
   if (report.failures.empty()) return;
   // A retry loop can fail thousands of times; the first few tell the story, the JSON keeps them all.
@@ -207,6 +216,7 @@ std::string render_text(const Report& report, const RenderOptions& options) {
   append_header(out, report.trace);
   append_totals(out, report, options);
   append_leaks(out, report, options);
+  append_allocators(out, report);
   append_growth(out, report, options);
   append_fragmentation(out, report);
   append_failures(out, report, options);

@@ -299,8 +299,11 @@ class Insert {
 
 std::vector<uint64_t> pending_pcs(const TraceFile& trace) {
   // Sorted, so that one module's pcs come together (its files and DWARF stay hot in the cache).
-  Statement query(
-      trace, "SELECT DISTINCT pc FROM stack_frames WHERE pc NOT IN (SELECT pc FROM symbols) ORDER BY pc");
+  // Python frames (v5) have no pc to symbolize.
+  Statement query(trace, trace.schema_version() >= 5
+                             ? "SELECT DISTINCT pc FROM stack_frames WHERE python_frame_id = 0 AND pc NOT IN "
+                               "(SELECT pc FROM symbols) ORDER BY pc"
+                             : "SELECT DISTINCT pc FROM stack_frames WHERE pc NOT IN (SELECT pc FROM symbols) ORDER BY pc");
   std::vector<uint64_t> pcs;
   while (query.step()) pcs.push_back(static_cast<uint64_t>(query.column_int(0)));
   return pcs;

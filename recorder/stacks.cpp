@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "recorder/python_frames.h"
+
 namespace gmt::recorder {
 namespace {
 
@@ -84,6 +86,8 @@ void capture_stack(RawStack& stack) {
   int n = unw_backtrace(frames, kMaxStackDepth + 8);
   int first = 0;
   while (first < n && in_skipped_code(reinterpret_cast<uintptr_t>(frames[first]))) ++first;
+  stack.depth = merge_python_frames(frames + first, n - first, stack.pcs, kMaxStackDepth);
+  if (stack.depth >= 0) return;  // a thread running Python: its eval-loop frames became Python frames
   stack.depth = std::min(n - first, kMaxStackDepth);
   for (int i = 0; i < stack.depth; ++i) stack.pcs[i] = reinterpret_cast<uintptr_t>(frames[first + i]);
 }

@@ -4,10 +4,12 @@
 #include <stdio.h>  // renameat2, RENAME_NOREPLACE
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
 
+#include "recorder/python_frames.h"
 #include "recorder/strings.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -128,7 +130,10 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
             prepare(&insert_failure_,
                     "INSERT INTO alloc_failures(event_id, device_free, device_total) VALUES (?1, ?2, ?3)") &&
             prepare(&insert_stack_, "INSERT INTO stacks(id, depth) VALUES (?1, ?2)") &&
-            prepare(&insert_frame_, "INSERT INTO stack_frames(stack_id, level, pc) VALUES (?1, ?2, ?3)") &&
+            prepare(&insert_frame_, "INSERT INTO stack_frames(stack_id, level, pc, python_frame_id) "
+                                    "VALUES (?1, ?2, ?3, ?4)") &&
+            prepare(&insert_python_frame_, "INSERT INTO python_frames(id, file_id, function_id, line) "
+                                           "VALUES (?1, ?2, ?3, ?4)") &&
             prepare(&insert_module_, "INSERT INTO modules(path, base, size, build_id) VALUES (?1, ?2, ?3, ?4)") &&
             prepare(&upsert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") &&
             prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
@@ -168,8 +173,11 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
     }
   } end_observed{observed};
   if (!exec("BEGIN")) return false;
+  // Counted before the strings are written: every string a python frame names was interned before it.
+  uint32_t python_frames = python_frame_count();
   uint32_t strings_written = strings_written_;
   bool ok = write_new_strings(strings_written);
+  ok &= write_new_python_frames(python_frames);
   for (const auto& m : modules) {
     sqlite3_bind_text(insert_module_, 1, m.path.data(), static_cast<int>(m.path.size()), SQLITE_TRANSIENT);
     sqlite3_bind_int64(insert_module_, 2, static_cast<sqlite3_int64>(m.base));
@@ -187,8 +195,7 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
     ok &= step_and_reset(insert_stack_);
     for (size_t level = 0; level < s.pcs.size(); ++level) {
       sqlite3_bind_int64(insert_frame_, 1, s.id);
-      sqlite3_bind_int64(insert_frame_, 2, static_cast<sqlite3_int64>(level));
-      sqlite3_bind_int64(insert_frame_, 3, static_cast<sqlite3_int64>(s.pcs[level]));
+      bind_frame(level, s.pcs[level]);
       ok &= step_and_reset(insert_frame_);
     }
   }
@@ -233,6 +240,7 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
   ok &= insert_pending_ranges();
   ok &= exec("COMMIT");
   if (ok) strings_written_ = strings_written;
+  if (ok) python_frames_written_ = std::max(python_frames_written_, python_frames);
   return ok;
 }
 
@@ -331,12 +339,14 @@ bool TraceWriter::insert_pending_ranges() {
 }
 
 void TraceWriter::close() {
-  for (sqlite3_stmt* s : {insert_event_, insert_event_group_, insert_failure_, insert_stack_, insert_frame_, insert_module_, upsert_meta_,
-                          insert_pool_usage_, insert_string_, insert_range_, end_range_, insert_mark_}) {
+  for (sqlite3_stmt* s : {insert_event_, insert_event_group_, insert_failure_, insert_stack_, insert_frame_,
+                          insert_module_, upsert_meta_, insert_pool_usage_, insert_string_, insert_range_, end_range_,
+                          insert_mark_, insert_python_frame_}) {
     sqlite3_finalize(s);
   }
-  insert_event_ = insert_event_group_ = insert_failure_ = insert_stack_ = insert_frame_ = insert_module_ = upsert_meta_ = nullptr;
-  insert_pool_usage_ = insert_string_ = insert_range_ = end_range_ = insert_mark_ = nullptr;
+  insert_event_ = insert_event_group_ = insert_failure_ = insert_stack_ = insert_frame_ = insert_module_ = upsert_meta_ =
+      nullptr;
+  insert_pool_usage_ = insert_string_ = insert_range_ = end_range_ = insert_mark_ = insert_python_frame_ = nullptr;
   sqlite3_close(db_);
   db_ = nullptr;
 }

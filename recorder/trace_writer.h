@@ -53,6 +53,8 @@ class TraceWriter {
   bool step_and_reset(sqlite3_stmt* stmt);  // and clears the bindings: for statements that leave some NULL
   bool step_and_reset_bound(sqlite3_stmt* stmt);  // for statements whose every parameter is bound each time
   bool write_new_strings(uint32_t& written);
+  bool write_new_python_frames(uint32_t count);  // trace_writer_python.cpp
+  void bind_frame(size_t level, uintptr_t pc);     // trace_writer_python.cpp
   bool write_range_event(const EventRecord& e);
   bool insert_pending_ranges();
 
@@ -76,6 +78,8 @@ class TraceWriter {
   sqlite3_stmt* insert_range_ = nullptr;
   sqlite3_stmt* end_range_ = nullptr;
   sqlite3_stmt* insert_mark_ = nullptr;
+  sqlite3_stmt* insert_python_frame_ = nullptr;
+  uint32_t python_frames_written_ = 0;  // python_frames ids 1..python_frames_written_ are in this trace
   uint32_t strings_written_ = 0;  // ids 1..strings_written_ are in this trace (a forked child starts at 0)
   // Open start/end ranges: the nvtxRangeId_t the app holds -> ranges.id. The app ends such a range by the id
   // it was given (which may be another tool's, when chained), so the row is found here.

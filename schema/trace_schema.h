@@ -15,9 +15,10 @@ namespace gmt::schema {
 
 // Version history: 1 = runtime hooks only; 2 = events.handle and events.context, driver-API, pool and
 // VMM events, CUPTI and driver-hook sources; 3 = the pool_usage table; 4 = the application's NVTX ranges and
-// markers (tables strings, ranges, marks). Readers of v4 read every older trace: a trace without the new
-// tables simply has no ranges.
-inline constexpr int kSchemaVersion = 4;
+// markers (tables strings, ranges, marks); 5 = Python frames in stacks (table python_frames, column
+// stack_frames.python_frame_id). Readers of v5 read every older trace: a trace without the new tables simply
+// has no ranges, one without python_frames no Python frames.
+inline constexpr int kSchemaVersion = 5;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -170,7 +171,7 @@ CREATE TABLE pool_usage (      -- stream-ordered pools, sampled (v3): see docs/t
   reserved_bytes INTEGER NOT NULL,  -- CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: memory the pool holds
   used_bytes     INTEGER NOT NULL   -- CU_MEMPOOL_ATTR_USED_MEM_CURRENT: of which handed out
 );
-CREATE TABLE strings (        -- interned NVTX names: domains, ranges, markers (v4)
+CREATE TABLE strings (        -- interned names: NVTX domains, ranges, markers (v4); Python files, functions (v5)
   id   INTEGER PRIMARY KEY,
   text TEXT NOT NULL           -- UTF-8 (wide NVTX strings are converted)
 );
@@ -198,9 +199,16 @@ CREATE TABLE stacks (
 CREATE TABLE stack_frames (
   stack_id INTEGER NOT NULL,  -- stacks.id
   level    INTEGER NOT NULL,  -- 0 is the innermost frame: the caller of the hooked CUDA function
-  pc       INTEGER NOT NULL,  -- return address as captured in the process: symbolize pc - 1
+  pc       INTEGER NOT NULL,  -- return address as captured in the process: symbolize pc - 1; 0 for a Python frame
+  python_frame_id INTEGER NOT NULL DEFAULT 0,  -- python_frames.id of a Python frame, else 0 (v5)
   PRIMARY KEY (stack_id, level)
 ) WITHOUT ROWID;
+CREATE TABLE python_frames (  -- Python frames that stacks name (v5): docs/trace-format.md has the interleaving rule
+  id          INTEGER PRIMARY KEY,
+  file_id     INTEGER NOT NULL,  -- strings.id of the code object's co_filename (0: unknown)
+  function_id INTEGER NOT NULL,  -- strings.id of its co_qualname, e.g. "Trainer.step" (0: unknown)
+  line        INTEGER NOT NULL   -- the line being executed, 0 when unknown
+);
 CREATE TABLE modules (
   id       INTEGER PRIMARY KEY,
   path     TEXT NOT NULL,

@@ -1,0 +1,53 @@
+// Python frames in allocation stacks: when the profiled process runs CPython, the native frames of the
+// interpreter's eval loop are replaced by the Python frames (file, function, line) that loop was running.
+//
+// Read at allocation time from the allocating thread's own frame chain, which only that thread changes and
+// which is frozen while the thread sits in our hook, whether or not it holds the GIL (PyTorch and ctypes
+// release it around native calls). We never take the GIL, touch a reference count or create a Python
+// object: the thread state comes from PyGILState_GetThisThreadState() (a TLS read), the frames are read by
+// the struct offsets of the running CPython version, the line comes from PyCode_Addr2Line (pure
+// computation over the code object's line table), and the names are copied out of the code object's
+// compact unicode objects. Supported: CPython 3.11 and 3.12; other versions get one note on stderr and
+// native stacks as before. GMT_NO_PYTHON_FRAMES=1 turns the feature off.
+//
+// Interleaving rule (docs/trace-format.md): native frames are read innermost first. Every frame inside
+// _PyEval_EvalFrameDefault stands for one run of the eval loop and is replaced by the Python frames that
+// run executes (innermost first, up to the frame the loop was entered with); every other frame inside the
+// interpreter's own module (libpython, or the python executable when it is linked statically) is dropped.
+// A run of interpreter frames in which no eval-loop frame was recognised gets the next run of Python frames
+// at its outer end; Python frames left over when the native stack ends are appended at the outer end.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gmt::recorder {
+
+inline constexpr const char* kEnvNoPythonFrames = "GMT_NO_PYTHON_FRAMES";  // "1": native stacks only
+
+// A Python frame travels through the stack table as a tagged value in place of a return address: user-space
+// addresses never have bit 63 set. The rest of the value is the python frame's id (python_frames.id).
+inline constexpr uintptr_t kPythonFrameTag = uintptr_t{1} << 63;
+inline bool is_python_frame(uintptr_t pc) { return (pc & kPythonFrameTag) != 0; }
+inline uint32_t python_frame_id(uintptr_t pc) { return static_cast<uint32_t>(pc & ~kPythonFrameTag); }
+
+// Merges the calling thread's Python frames into `native` (n return addresses, innermost first) and writes
+// the result to `out` (at most max_out entries). Returns the number written, or -1 when there is nothing to
+// merge (not a CPython process, feature off or unsupported version, no Python frames on this thread): the
+// caller then keeps the native stack as it is. Never takes a lock on the fast path (a first-seen frame
+// interns its names once).
+int merge_python_frames(void* const* native, int n, uintptr_t* out, int max_out);
+
+// One row of the python_frames table: names are ids of the interned strings (recorder/strings.h).
+struct PythonFrameRow {
+  uint32_t file_id = 0;
+  uint32_t function_id = 0;
+  int32_t line = 0;  // 0: unknown
+};
+
+// Python frames interned so far: ids 1..python_frame_count(). Read by the writer without a lock (acquire);
+// every string a row names was interned before the row was published.
+uint32_t python_frame_count();
+PythonFrameRow python_frame_row(uint32_t id);
+
+}  // namespace gmt::recorder
