@@ -3,6 +3,7 @@
 #include "analysis/live_memory.h"
 #include "analysis/ordered_events.h"
 #include "analysis/over_time.h"
+#include "analysis/ranges.h"
 
 #include <algorithm>
 #include <cctype>
@@ -236,6 +237,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   VmmState vmm;
   OverTimeTracker over_time;  // timeline, growth, fragmentation: sees every change of live bytes
   live_bytes.set_observer(&over_time);
+  RangeTracker ranges(trace, options.filters, report.trace.pid);  // NVTX ranges (ranges.h)
+  EventFilter filter(trace, options.filters, report.trace.pid, &ranges);  // report's filters (filters.h)
 
   // Time order is what matters for live bytes; id breaks ties in recording order (see the schema):
   // OrderedEvents hands the rows out ordered by (time_ns, id). The LEFT JOIN costs one primary-key lookup per
@@ -245,7 +248,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   const std::string events_sql = std::string(
       "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
       "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
-      " FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id";
+      ", e.thread_id FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id";
   uint64_t events_estimated = 0;
   if (options.progress) {
     Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
@@ -263,6 +266,12 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     const int64_t kind = events.column_int(2);
     const uint64_t address = static_cast<uint64_t>(events.column_int(6));
     const int64_t size = events.column_int(7);
+    const int64_t thread_id = events.column_int(13);
+    ranges.advance(time_ns);
+    if (filter.active() && !filter.accept(kind, time_ns, thread_id, events.column_int(5), address, size,
+                                          static_cast<uint64_t>(events.column_int(12)))) {
+      continue;
+    }
 
     if (kind == static_cast<int64_t>(EventKind::Alloc)) {
       if (size < 0 || (address == 0 && size != 0)) {
@@ -271,6 +280,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       }
       ++totals.allocations;
       totals.allocated_bytes += static_cast<uint64_t>(size);
+      ranges.on_alloc(thread_id, address, static_cast<uint64_t>(size), events.column_int(8),
+                      is_counted(memory_kind_from_code(events.column_int(4))));
       if (address == 0) continue;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
       LiveAllocation allocation{static_cast<uint64_t>(size),
                                 events.column_int(8),
@@ -295,6 +306,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
         continue;
       }
       ++totals.frees;
+      ranges.on_free(address);
       live_bytes.remove(it->second, address, time_ns);
       live.erase(it);
     } else if (kind == static_cast<int64_t>(EventKind::AllocFailed)) {
@@ -340,6 +352,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     report.trace.duration_from_events = true;
     report.trace.duration_ns = last_event_time ? relative(*last_event_time) : 0;
   }
+
+  report.filters = filter.finish(report.trace.duration_ns, totals.allocations + totals.failed_allocations);
 
   totals.peak_bytes = live_bytes.peak();
   totals.peak_time_ns = totals.peak_bytes == 0 ? 0 : relative(live_bytes.peak_time());
@@ -397,8 +411,9 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     failure.time_ns = relative(failure.time_ns);
     failure.stack = stacks.load(failure.stack.id);
   }
-  over_time.finish(
-      trace, report, start, options, [&stacks](int64_t id) -> const Stack& { return stacks.load(id); }, source_key);
+  const StackLoadFn load_stack = [&stacks](int64_t id) -> const Stack& { return stacks.load(id); };
+  over_time.finish(trace, report, start, options, load_stack, source_key);
+  ranges.finish(report, start, options, load_stack, source_key);
   return report;
 }
 

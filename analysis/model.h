@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/filters.h"
 #include "analysis/trace_file.h"
 #include "schema/trace_schema.h"
 
@@ -29,6 +30,8 @@ struct AnalyzeOptions {
   // Called every 65536 events read, with the events read so far and an estimate of all of
   // them (the highest event id): for a progress indicator. Empty: not called.
   std::function<void(uint64_t events_read, uint64_t events_estimated)> progress;
+  // Which events are analyzed (filters.h); the default analyzes every event.
+  EventFilters filters;
 };
 
 // The memory kinds that count towards live bytes and the peak. Other codes (None, or unknown numbers in a
@@ -277,6 +280,62 @@ struct PoolUsage {
   int64_t max_unused_time_ns = 0;
 };
 
+// Memory by NVTX range (ranges.h, docs/analysis.md "Memory by NVTX range"). Each allocation belongs to
+// one bucket: the innermost push/pop range open on its thread, else the latest start/end range open in the
+// process, else the `none` bucket. Freed and live numbers are of the allocations made in the bucket.
+struct RangeStats {
+  std::string name;    // the range's message; "" when it has none
+  std::string domain;  // "" for the default domain
+  bool none = false;   // the bucket of allocations made outside every range
+  uint64_t repetitions = 0;  // occurrences of the range (rows of `ranges`); 0 for `none`
+  uint64_t allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t frees = 0;  // of allocations made in the range, wherever and whenever freed
+  uint64_t freed_bytes = 0;
+  uint64_t live_allocations = 0;  // made in the range and still live at the end of the trace
+  uint64_t live_bytes = 0;
+  // The highest live bytes of the process (allocations of every range, counted kinds) at any moment while
+  // an occurrence of the range was open; 0 for `none`.
+  uint64_t peak_live_bytes = 0;
+};
+
+// Growth per repetition of a range repeated kMinRangeRepetitions times or more (docs/analysis.md): at the
+// end of each repetition, the live bytes of allocations made inside any occurrence of the range (at any
+// depth). The first repetition is the warm-up.
+struct RangeGrowth {
+  std::string name;
+  std::string domain;
+  uint64_t iterations = 0;                   // repetitions that ended
+  std::vector<uint64_t> live_bytes_at_end;   // per ended repetition, in end order (at most kMaxRangeSeries)
+  double bytes_per_iteration = 0;            // least-squares slope after the warm-up
+  double fitted_rise_bytes = 0;
+  uint64_t threshold_bytes = 0;
+  uint64_t rising_steps = 0;
+  uint64_t steps = 0;
+  bool growing = false;
+  std::vector<GrowthStack> stacks;           // for a growing range: grown since the first analyzed repetition
+  uint64_t growing_stack_groups = 0;
+};
+
+struct RangeReport {
+  bool available = false;    // the trace has a `ranges` table (schema 4 or later)
+  uint64_t range_count = 0;  // occurrences analyzed (all, or those overlapping --since/--until)
+  std::vector<RangeStats> by_name;  // largest allocated bytes first; `none` last
+  std::vector<RangeGrowth> repeated;  // every range repeated often enough, verdict or not, by name
+  std::vector<RangeGrowth> growth;    // the growing ones (copies of their `repeated` entries), fastest first
+};
+
+// One occurrence of a range, for drawing (times relative to the process start).
+struct RangeSpan {
+  std::string name;
+  std::string domain;
+  int64_t thread_id = 0;
+  int64_t start_ns = 0;
+  std::optional<int64_t> end_ns;  // nullopt: never closed
+  int64_t depth = 0;              // push/pop nesting depth in its domain; -1 for a start/end range
+};
+inline constexpr size_t kMaxRangeSpans = 2000;
+
 struct Report {
   TraceInfo trace;
   Totals totals;
@@ -300,6 +359,11 @@ struct Report {
   Growth growth;
   std::vector<DeviceFragmentation> fragmentation;  // one per device with device allocations, by device
   std::optional<std::vector<PoolUsage>> pools;     // nullopt: the trace has no pool_usage table
+  // NVTX ranges (ranges.h) and the filters in effect (filters.h).
+  RangeReport ranges;
+  std::vector<RangeSpan> range_spans;  // outermost first (start/end, then depth 0, 1, ...), then by start
+  uint64_t range_spans_left_out = 0;   // beyond kMaxRangeSpans
+  FilterSummary filters;
 };
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a

@@ -18,7 +18,7 @@ struct RenderOptions {
 };
 
 // The report for a terminal: header, totals, peak (with a sparkline and what was live then), leaks by call
-// stack, growth, fragmentation, failed allocations (with their OOM label), pools.
+// stack, growth, memory by NVTX range, fragmentation, failed allocations (with their OOM label), pools.
 std::string render_text(const Report& report, const RenderOptions& options = {});
 
 // The same report as a JSON document (pretty printed, indent 2, trailing newline). Shape, with every
@@ -48,6 +48,15 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   pools: null when the trace has no pool_usage table, else []: pool ("0x..."), device, samples,
 //          peak_reserved_bytes, peak_used_bytes, last_reserved_bytes, last_used_bytes, max_unused_bytes,
 //          max_unused_time_ns
+//   ranges: available, range_count,
+//           by_name[]: name, domain (null: default), none, repetitions, allocations, allocated_bytes, frees,
+//                      freed_bytes, live_allocations, live_bytes, peak_live_bytes
+//           repeated[], growth[]: name, domain, iterations, bytes_per_iteration, live_bytes_at_end[],
+//                      fitted_rise_bytes, threshold_bytes, rising_steps, steps, growing, growing_stack_groups,
+//                      stacks[] (as growth.findings[].stacks[])
+//   range_spans[]: name, domain, thread_id, start_ns, end_ns (null: never closed), depth; range_spans_left_out
+//   filters (after trace): device, since_ns, until_ns, pid, min_size, range (null when not given),
+//            allocations_matched, allocations_seen, nothing_matched (null or one line)
 //   timeline: bucket_ns, bucket_count, total[] (bucket{}), series[]: device, memory_kind, buckets[] (bucket{}),
 //             series_not_tracked
 //   held{}: bytes, count, stack_id, stack_ids, stack_missing, stack[]

@@ -259,6 +259,86 @@ Json failure_json(const AllocFailure& failure) {
               {"top_stacks", stack_bytes_list(failure.top_stacks)}};
 }
 
+// NVTX ranges and filters (ranges.h, filters.h).
+Json optional_text(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
+
+Json range_growth_json(const RangeGrowth& range) {
+  Json stacks = Json::array();
+  for (const GrowthStack& grown : range.stacks) {
+    stacks.push_back(Json{{"growth_bytes", grown.end_bytes - grown.start_bytes},
+                          {"start_bytes", grown.start_bytes},
+                          {"end_bytes", grown.end_bytes},
+                          {"stack_id", grown.stack.id},
+                          {"stack_ids", grown.stack_ids},
+                          {"stack_missing", grown.stack.missing},
+                          {"stack", stack_json(grown.stack)}});
+  }
+  return Json{{"name", range.name},
+              {"domain", optional_text(range.domain)},
+              {"iterations", range.iterations},
+              {"bytes_per_iteration", range.bytes_per_iteration},
+              {"live_bytes_at_end", range.live_bytes_at_end},
+              {"fitted_rise_bytes", range.fitted_rise_bytes},
+              {"threshold_bytes", range.threshold_bytes},
+              {"rising_steps", range.rising_steps},
+              {"steps", range.steps},
+              {"growing", range.growing},
+              {"growing_stack_groups", range.growing_stack_groups},
+              {"stacks", std::move(stacks)}};
+}
+
+Json ranges_json(const RangeReport& ranges) {
+  Json by_name = Json::array();
+  for (const RangeStats& range : ranges.by_name) {
+    by_name.push_back(Json{{"name", range.name},
+                           {"domain", optional_text(range.domain)},
+                           {"none", range.none},
+                           {"repetitions", range.repetitions},
+                           {"allocations", range.allocations},
+                           {"allocated_bytes", range.allocated_bytes},
+                           {"frees", range.frees},
+                           {"freed_bytes", range.freed_bytes},
+                           {"live_allocations", range.live_allocations},
+                           {"live_bytes", range.live_bytes},
+                           {"peak_live_bytes", range.peak_live_bytes}});
+  }
+  Json repeated = Json::array();
+  for (const RangeGrowth& range : ranges.repeated) repeated.push_back(range_growth_json(range));
+  Json growth = Json::array();
+  for (const RangeGrowth& range : ranges.growth) growth.push_back(range_growth_json(range));
+  return Json{{"available", ranges.available},
+              {"range_count", ranges.range_count},
+              {"by_name", std::move(by_name)},
+              {"repeated", std::move(repeated)},
+              {"growth", std::move(growth)}};
+}
+
+Json range_spans_json(const std::vector<RangeSpan>& spans) {
+  Json list = Json::array();
+  for (const RangeSpan& span : spans) {
+    list.push_back(Json{{"name", span.name},
+                        {"domain", optional_text(span.domain)},
+                        {"thread_id", span.thread_id},
+                        {"start_ns", span.start_ns},
+                        {"end_ns", optional_value(span.end_ns)},
+                        {"depth", span.depth}});
+  }
+  return list;
+}
+
+Json filters_json(const FilterSummary& summary) {
+  const EventFilters& filters = summary.filters;
+  return Json{{"device", optional_value(filters.device)},
+              {"since_ns", optional_value(filters.since_ns)},
+              {"until_ns", optional_value(filters.until_ns)},
+              {"pid", optional_value(filters.pid)},
+              {"min_size", optional_value(filters.min_size)},
+              {"range", optional_value(filters.range)},
+              {"allocations_matched", summary.allocations_matched},
+              {"allocations_seen", summary.allocations_seen},
+              {"nothing_matched", optional_text(summary.nothing_matched)}};
+}
+
 }  // namespace
 
 std::string render_json(const Report& report, const RenderOptions& options) {
@@ -270,6 +350,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
 
   Json document{
       {"trace", trace_json(report.trace)},
+      {"filters", filters_json(report.filters)},
       {"totals", totals_json(report.totals)},
       {"peak_by_kind", per_kind(report.peak_by_kind)},
       {"peak_time_ns_by_kind", per_kind(report.peak_time_ns_by_kind)},
@@ -288,6 +369,9 @@ std::string render_json(const Report& report, const RenderOptions& options) {
       {"growth", growth_json(report.growth)},
       {"fragmentation", device_fragmentation_json(report.fragmentation)},
       {"pools", pools_json(report.pools)},
+      {"ranges", ranges_json(report.ranges)},
+      {"range_spans", range_spans_json(report.range_spans)},
+      {"range_spans_left_out", report.range_spans_left_out},
       {"timeline", timeline_json(report.timeline)},  // last: the longest part
   };
   // Symbol names and paths come from the profiled binary and may not be valid UTF-8; replace bad bytes

@@ -214,10 +214,12 @@ void append_not_shown(std::string& out, const Report& report, const RenderOption
 std::string render_text(const Report& report, const RenderOptions& options) {
   std::string out;
   append_header(out, report.trace);
+  append_filters(out, report);
   append_totals(out, report, options);
   append_leaks(out, report, options);
   append_allocators(out, report);
   append_growth(out, report, options);
+  append_ranges(out, report, options);
   append_fragmentation(out, report);
   append_failures(out, report, options);
   append_pools(out, report);

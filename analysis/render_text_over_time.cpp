@@ -218,3 +218,9 @@ void append_pools(std::string& out, const Report& report) {
 }
 
 }  // namespace gmt::analysis
+
+namespace gmt::analysis {
+
+std::string one_line_stack(const Stack& stack) { return stack_summary(stack); }
+
+}  // namespace gmt::analysis

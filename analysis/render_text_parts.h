@@ -21,6 +21,14 @@ std::string sparkline(const std::vector<TimelineBucket>& buckets, size_t width);
 // "6.2 h", "42.0 min", "12.3 s", "3.5 days": how long until a device is full.
 std::string format_seconds(double seconds);
 
+// The innermost frame of a stack on one line ("at f file:line [module]").
+std::string one_line_stack(const Stack& stack);
+
+// Under the header: the filters in effect and what they matched (render_text_ranges.cpp).
+void append_filters(std::string& out, const Report& report);
+// "Memory by NVTX range" and the growth per repetition of repeated ranges (render_text_ranges.cpp).
+void append_ranges(std::string& out, const Report& report, const RenderOptions& options);
+
 // Under the peak line: the sparkline and, per device, the stacks live at its peak.
 void append_peak_over_time(std::string& out, const Report& report, const RenderOptions& options);
 void append_growth(std::string& out, const Report& report, const RenderOptions& options);

@@ -2,9 +2,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "analysis/model.h"
@@ -27,7 +29,51 @@ struct ReportOptions {
   std::string output_path;  // empty: stdout
   uint64_t min_bytes = 0;   // 0: no filter
   std::string folded_of = "leaks";
+  // Filters (analysis/filters.h); the times as given, in seconds from the process start.
+  std::optional<int64_t> device;
+  std::string since;
+  std::string until;
+  std::optional<int64_t> pid;
+  std::optional<uint64_t> min_size;
+  std::optional<std::string> range;
 };
+
+// "1.5" (seconds from the process start) as nanoseconds; nullopt, with a message, when it is not one.
+std::optional<int64_t> parse_seconds(const std::string& text, const char* option) {
+  double seconds = 0;
+  size_t used = 0;
+  try {
+    seconds = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(seconds) || seconds < 0 || seconds > 1e9) {
+    fmt::print(stderr, "gpumemtrace: {} '{}' is not a time: give seconds from the process start, e.g. 1.5\n",
+               option, text);
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(std::llround(seconds * 1e9));
+}
+
+bool has_filters(const ReportOptions& options) {
+  return options.device || !options.since.empty() || !options.until.empty() || options.pid || options.min_size ||
+         options.range;
+}
+
+// The filters of the options; false (after saying why) when one of them is malformed.
+bool filters_from_options(const ReportOptions& options, analysis::EventFilters& filters) {
+  filters.device = options.device;
+  filters.pid = options.pid;
+  filters.min_size = options.min_size;
+  filters.range = options.range;
+  if (!options.since.empty() && !(filters.since_ns = parse_seconds(options.since, "--since"))) return false;
+  if (!options.until.empty() && !(filters.until_ns = parse_seconds(options.until, "--until"))) return false;
+  if (filters.since_ns && filters.until_ns && *filters.until_ns < *filters.since_ns) {
+    fmt::print(stderr, "gpumemtrace: --until {} is before --since {}\n", options.until, options.since);
+    return false;
+  }
+  return true;
+}
 
 int write_output(const std::string& text, const std::string& output_path) {
   if (output_path.empty()) {
@@ -46,9 +92,12 @@ int write_output(const std::string& text, const std::string& output_path) {
 }
 
 int run_report(const ReportOptions& options) {
+  analysis::EventFilters filters;
+  if (!filters_from_options(options, filters)) return kExitBadInput;
   try {
     auto trace = analysis::TraceFile::open(options.trace_path);
     analysis::AnalyzeOptions analyze_options;
+    analyze_options.filters = filters;
     if (options.min_bytes > 0) analyze_options.min_bytes = options.min_bytes;
     analyze_options.top_stacks = options.top;  // call stacks kept per moment (peak, growth, failures)
     Progress progress("analyzing " + options.trace_path);
@@ -66,6 +115,9 @@ int run_report(const ReportOptions& options) {
                  "leaked\n",
                  options.trace_path, analysis::incomplete_reason(report.trace));
     }
+    if (!report.filters.nothing_matched.empty()) {
+      fmt::print(stderr, "gpumemtrace: {}\n", report.filters.nothing_matched);
+    }
 
     analysis::RenderOptions render_options;
     render_options.top = options.top;
@@ -78,6 +130,36 @@ int run_report(const ReportOptions& options) {
     fmt::print(stderr, "gpumemtrace: internal error while reading '{}': {}\n", options.trace_path, e.what());
     return kExitInternal;
   }
+}
+
+void add_filter_options(CLI::App& command, ReportOptions& options) {
+  command.add_option("--device", options.device, "Analyze only allocations on CUDA device N (-1: host memory)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1'000'000}))
+      ->type_name("N")
+      ->group("Filters");
+  command.add_option("--since", options.since, "Analyze only allocations from SECONDS into the run (e.g. 1.5)")
+      ->type_name("SECONDS")
+      ->group("Filters");
+  command
+      .add_option("--until", options.until,
+                  "Analyze only up to SECONDS into the run: what is live then counts as live at the end")
+      ->type_name("SECONDS")
+      ->group("Filters");
+  command.add_option("--pid", options.pid, "Analyze the trace only if it is of process PID")
+      ->check(CLI::PositiveNumber)
+      ->type_name("PID")
+      ->group("Filters");
+  command
+      .add_option("--min-size", options.min_size,
+                  "Ignore allocations smaller than SIZE (units as for --min-bytes)")
+      ->transform(CLI::AsSizeValue(true))
+      ->type_name("SIZE")
+      ->group("Filters");
+  command
+      .add_option("--range", options.range,
+                  "Analyze only allocations made inside an NVTX range named NAME (any domain, any depth)")
+      ->type_name("NAME")
+      ->group("Filters");
 }
 
 }  // namespace
@@ -120,6 +202,7 @@ CommandAction add_report_command(CLI::App& app) {
                    "units: 4096, 64KiB, 1MiB, 1MB=1000000")
       ->transform(CLI::AsSizeValue(true))
       ->type_name("SIZE");
+  add_filter_options(*command, *options);
   command->footer(
       "Examples:\n"
       "  gpumemtrace report trace.db                        leaks, peak and totals as text\n"
@@ -132,8 +215,13 @@ CommandAction add_report_command(CLI::App& app) {
       "  gpumemtrace report trace.db --format perfetto -o t.json   load in ui.perfetto.dev\n"
       "  gpumemtrace report trace.db --format folded | flamegraph.pl > leaks.svg\n"
       "  gpumemtrace report trace.db --format folded --folded-of peak   stacks live at the peak\n"
+      "  gpumemtrace report trace.db --device 1 --since 60   device 1, from 60 s into the run\n"
+      "  gpumemtrace report trace.db --range train_step      only what was allocated inside NVTX ranges\n"
+      "                                                     named train_step (memory per range and growth\n"
+      "                                                     per repetition are in every report)\n"
       "\n"
-      "Exit status: 0 when the report was written (leaks or not), 2 when the trace cannot be read.\n"
+      "Exit status: 0 when the report was written (leaks or not, and when filters match nothing: the\n"
+      "report says so), 2 when the trace cannot be read or an option value is malformed.\n"
       "A trace of a process that crashed or is still running is reported too, with a warning: memory\n"
       "live at its end is not necessarily leaked.\n"
       "A merged report skips a trace it cannot read, names it on stderr and exits with 2 after writing the\n"
@@ -147,6 +235,12 @@ CommandAction add_report_command(CLI::App& app) {
       if (options->format != "text" && options->format != "json") {
         fmt::print(stderr, "gpumemtrace: --format {} applies to the report of one trace; a merged report is text or json\n",
                    options->format);
+        return kExitBadInput;
+      }
+      if (has_filters(*options)) {
+        fmt::print(stderr,
+                   "gpumemtrace: --device, --since, --until, --pid, --min-size and --range apply to the report of "
+                   "one trace, not to a merged report\n");
         return kExitBadInput;
       }
       return run_merged_report({options->inputs, options->format, options->top, options->output_path});

@@ -44,6 +44,7 @@ struct EventRow {
   int64_t stack_id = 0;
   int64_t error = 0;
   int64_t handle = 0;  // VMM physical handle, or a pool
+  int64_t thread_id = 1000;
 };
 
 class TraceBuilder {
@@ -113,9 +114,9 @@ class TraceBuilder {
 
   int64_t event(const EventRow& row) {
     run("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, address, "
-        "size, stack_id, error, handle) VALUES (?1, ?2, ?3, 1, ?4, 1000, ?5, 0, ?6, ?7, ?8, ?9, ?10)",
+        "size, stack_id, error, handle) VALUES (?1, ?2, ?3, 1, ?4, ?11, ?5, 0, ?6, ?7, ?8, ?9, ?10)",
         {kStartNs + row.time_ns, static_cast<int64_t>(row.kind), row.api, row.memory_kind, row.device,
-         row.address, row.size, row.stack_id, row.error, row.handle});
+         row.address, row.size, row.stack_id, row.error, row.handle, row.thread_id});
     return sqlite3_last_insert_rowid(db_);
   }
 
@@ -160,6 +161,24 @@ class TraceBuilder {
           {stack_id, static_cast<int64_t>(level), static_cast<int64_t>(pcs[level])});
     }
     return stack_id;
+  }
+
+  // An NVTX range (schema v4): push/pop when depth >= 0, start/end when depth is -1; end nullopt = never
+  // closed. Names and domains are interned into `strings`; domain "" is the default domain. Returns the id.
+  int64_t range(const std::string& name, int64_t start_ns, std::optional<int64_t> end_ns, int64_t depth = 0,
+                int64_t thread_id = 1000, const std::string& domain = "") {
+    sqlite3_stmt* stmt = prepare(
+        "INSERT INTO ranges(thread_id, domain_id, name_id, start_ns, end_ns, depth, end_thread_id) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    sqlite3_bind_int64(stmt, 1, thread_id);
+    sqlite3_bind_int64(stmt, 2, domain.empty() ? 0 : string_id(domain));
+    sqlite3_bind_int64(stmt, 3, string_id(name));
+    sqlite3_bind_int64(stmt, 4, kStartNs + start_ns);
+    bind_optional(stmt, 5, end_ns ? std::optional<int64_t>(kStartNs + *end_ns) : std::nullopt);
+    sqlite3_bind_int64(stmt, 6, depth);
+    bind_optional(stmt, 7, end_ns ? std::optional<int64_t>(thread_id) : std::nullopt);
+    step_and_finalize(stmt);
+    return sqlite3_last_insert_rowid(db_);
   }
 
   int64_t module(const std::string& path, uint64_t base, uint64_t size) {
@@ -248,6 +267,19 @@ class TraceBuilder {
       sqlite3_bind_text(stmt, index++, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
     }
     step_and_finalize(stmt);
+  }
+
+  int64_t string_id(const std::string& text) {
+    sqlite3_stmt* find = prepare("SELECT id FROM strings WHERE text = ?1");
+    sqlite3_bind_text(find, 1, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(find) == SQLITE_ROW) {
+      int64_t id = sqlite3_column_int64(find, 0);
+      sqlite3_finalize(find);
+      return id;
+    }
+    sqlite3_finalize(find);
+    run("INSERT INTO strings(text) VALUES (?1)", {}, {text});
+    return sqlite3_last_insert_rowid(db_);
   }
 
   std::filesystem::path dir_;
