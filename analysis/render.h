@@ -31,6 +31,7 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   leak_groups: {total, shown, not_shown, below_min_bytes, bytes_below_min_bytes, min_bytes}
 //   leaks[]: rank, bytes, count, stack_id, stack_missing, memory_kinds[], apis[], devices[],
 //            first_alloc_ns, last_alloc_ns, stack[]
+//   suppressed[]: rule, origin ("FILE:LINE"), bytes, count, groups, used (false: the rule matched nothing)
 //   failures[]: event_id, time_ns, api, memory_kind, requested_bytes, error, error_name, device,
 //               device_free, device_total, stack_id, stack_missing, stack[],
 //               label ("fragmentation", "out of memory", "unknown", "other error"), largest_free_gap,
@@ -46,6 +47,8 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   pools: null when the trace has no pool_usage table, else []: pool ("0x..."), device, samples,
 //          peak_reserved_bytes, peak_used_bytes, last_reserved_bytes, last_used_bytes, max_unused_bytes,
 //          max_unused_time_ns
+//   breakdown: by_thread[] (thread), by_stream[] (stream, "0x..."), by_module[] (module, path, label), each
+//              with allocations, allocated_bytes, leaked_bytes, peak_bytes (live at the total peak)
 //   timeline: bucket_ns, bucket_count, total[] (bucket{}), series[]: device, memory_kind, buckets[] (bucket{}),
 //             series_not_tracked
 //   held{}: bytes, count, stack_id, stack_ids, stack_missing, stack[]

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "analysis/format.h"
+#include "analysis/render_ci.h"
 #include "analysis/render.h"
 
 namespace gmt::analysis {
@@ -266,11 +267,13 @@ std::string render_json(const Report& report, const RenderOptions& options) {
             {"bytes_below_min_bytes", report.leaked_bytes_below_min_bytes},
             {"min_bytes", optional_value(report.min_bytes)}}},
       {"leaks", std::move(leaks)},
+      {"suppressed", suppressed_json(report)},  // CI sections: render_ci.cpp
       {"failures", std::move(failures)},
       {"peak_stacks", peaks_json(report.peaks)},
       {"growth", growth_json(report.growth)},
       {"fragmentation", device_fragmentation_json(report.fragmentation)},
       {"pools", pools_json(report.pools)},
+      {"breakdown", breakdown_json(report.breakdown)},
       {"timeline", timeline_json(report.timeline)},  // last: the longest part
   };
   // Symbol names and paths come from the profiled binary and may not be valid UTF-8; replace bad bytes

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "analysis/format.h"
+#include "analysis/render_ci.h"
 #include "analysis/render.h"
 #include "analysis/render_text_parts.h"
 
@@ -208,10 +209,12 @@ std::string render_text(const Report& report, const RenderOptions& options) {
   append_header(out, report.trace);
   append_totals(out, report, options);
   append_leaks(out, report, options);
+  append_suppressed(out, report);  // CI sections: render_ci.cpp
   append_growth(out, report, options);
   append_fragmentation(out, report);
   append_failures(out, report, options);
   append_pools(out, report);
+  append_breakdown(out, report);
   append_not_shown(out, report, options);
   return out;
 }
