@@ -10,6 +10,7 @@
 #include "analysis/model.h"
 #include "analysis/render.h"
 #include "analysis/trace_file.h"
+#include "cli/ci_gates.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/merged_report.h"
@@ -27,6 +28,7 @@ struct ReportOptions {
   std::string output_path;  // empty: stdout
   uint64_t min_bytes = 0;   // 0: no filter
   std::string folded_of = "leaks";
+  ReportGates gates;        // CI: cli/ci_gates.h
 };
 
 int write_output(const std::string& text, const std::string& output_path) {
@@ -46,9 +48,13 @@ int write_output(const std::string& text, const std::string& output_path) {
 }
 
 int run_report(const ReportOptions& options) {
+  // Before the trace: a bad suppressions file is a bad option, whatever the trace holds.
+  std::optional<analysis::SuppressionSet> suppressions = load_suppression_files(options.gates.suppression_files);
+  if (!suppressions) return kExitBadInput;
   try {
     auto trace = analysis::TraceFile::open(options.trace_path);
     analysis::AnalyzeOptions analyze_options;
+    if (!suppressions->rules.empty()) analyze_options.suppressions = &*suppressions;
     if (options.min_bytes > 0) analyze_options.min_bytes = options.min_bytes;
     analyze_options.top_stacks = options.top;  // call stacks kept per moment (peak, growth, failures)
     Progress progress("analyzing " + options.trace_path);
@@ -70,7 +76,8 @@ int run_report(const ReportOptions& options) {
     analysis::RenderOptions render_options;
     render_options.top = options.top;
     std::string text = render_report(report, options.format, render_options, options.folded_of);
-    return write_output(text, options.output_path);
+    if (int written = write_output(text, options.output_path); written != kExitOk) return written;
+    return check_gates(report, options.gates);
   } catch (const analysis::TraceError& e) {
     fmt::print(stderr, "gpumemtrace: {}\n", e.what());
     return kExitBadInput;
@@ -120,6 +127,7 @@ CommandAction add_report_command(CLI::App& app) {
                    "units: 4096, 64KiB, 1MiB, 1MB=1000000")
       ->transform(CLI::AsSizeValue(true))
       ->type_name("SIZE");
+  add_gate_options(*command, options->gates);
   command->footer(
       "Examples:\n"
       "  gpumemtrace report trace.db                        leaks, peak and totals as text\n"
@@ -132,8 +140,12 @@ CommandAction add_report_command(CLI::App& app) {
       "  gpumemtrace report trace.db --format perfetto -o t.json   load in ui.perfetto.dev\n"
       "  gpumemtrace report trace.db --format folded | flamegraph.pl > leaks.svg\n"
       "  gpumemtrace report trace.db --format folded --folded-of peak   stacks live at the peak\n"
+      "\n" +
+      std::string(kGateHelp) +
       "\n"
-      "Exit status: 0 when the report was written (leaks or not), 2 when the trace cannot be read.\n"
+      "Exit status: 0 when the report was written (leaks or not, unless a gate failed), 1 when a\n"
+      "--fail-on-leak or --fail-on-growth gate failed, 2 when the trace or a suppressions file cannot be\n"
+      "read (or an option is wrong), 3 on an internal error.\n"
       "A trace of a process that crashed or is still running is reported too, with a warning: memory\n"
       "live at its end is not necessarily leaked.\n"
       "A merged report skips a trace it cannot read, names it on stderr and exits with 2 after writing the\n"
@@ -147,6 +159,8 @@ CommandAction add_report_command(CLI::App& app) {
       if (options->format != "text" && options->format != "json") {
         fmt::print(stderr, "gpumemtrace: --format {} applies to the report of one trace; a merged report is text or json\n",
                    options->format);
+      if (const char* gate = gate_option_given(options->gates)) {
+        fmt::print(stderr, "gpumemtrace: {} applies to the report of one trace, not to a merged report\n", gate);
         return kExitBadInput;
       }
       return run_merged_report({options->inputs, options->format, options->top, options->output_path});
