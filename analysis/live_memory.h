@@ -21,6 +21,7 @@ struct LiveAllocation {
   int64_t device = -1;
   int64_t time_ns = 0;  // absolute
   Api api = Api::Unknown;
+  uint32_t attribution = 0;  // BreakdownTracker slot (thread, stream, stack): breakdown.h
 };
 
 // Receives every change of live bytes of a counted kind, in event order: the analysis over time

@@ -1,9 +1,11 @@
 #include "analysis/model.h"
 
+#include "analysis/breakdown.h"
 #include "analysis/live_memory.h"
 #include "analysis/ordered_events.h"
 #include "analysis/over_time.h"
 #include "analysis/ranges.h"
+#include "analysis/suppressions.h"
 
 #include <algorithm>
 #include <cctype>
@@ -66,7 +68,7 @@ class StackLoader {
     while (modules.step()) {
       ModuleRange range{static_cast<uint64_t>(modules.column_int(2)),
                         static_cast<uint64_t>(modules.column_int(3)), modules.column_text(1).value_or("")};
-      modules_by_id_[modules.column_int(0)] = range.path;
+      modules_by_id_[modules.column_int(0)] = range;
       ranges_.push_back(std::move(range));
     }
     std::sort(ranges_.begin(), ranges_.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
@@ -124,9 +126,11 @@ class StackLoader {
       if (!frames_.column_is_null(4) && frames_.column_int(4) > 0) frame.line = frames_.column_int(4);
       if (!frames_.column_is_null(5)) {
         auto module = modules_by_id_.find(frames_.column_int(5));
-        if (module != modules_by_id_.end()) frame.module = module->second;
+        if (module != modules_by_id_.end()) set_module(frame, module->second);
       }
-      if (!frame.module) frame.module = module_containing(frame.pc);
+      if (!frame.module) {
+        if (const ModuleRange* range = module_containing(frame.pc)) set_module(frame, *range);
+      }
       stack.frames.push_back(std::move(frame));
     }
     drop_leading_runtime_frames(stack);
@@ -158,7 +162,12 @@ class StackLoader {
     return text;
   }
 
-  std::optional<std::string> module_containing(uint64_t pc) const {
+  static void set_module(Frame& frame, const ModuleRange& range) {
+    frame.module = range.path;
+    frame.module_offset = frame.pc - range.base;  // wraps for a damaged trace, never UB
+  }
+
+  const ModuleRange* module_containing(uint64_t pc) const {
     // pc is a return address: pc - 1 is inside the call instruction, which is in the module even when the
     // call is the module's last instruction.
     uint64_t address = pc == 0 ? 0 : pc - 1;
@@ -167,14 +176,14 @@ class StackLoader {
     // Ranges should not overlap, but walk back over all candidates in case a damaged trace has them.
     while (after != ranges_.begin()) {
       --after;
-      if (address - after->base < after->size) return after->path;
+      if (address - after->base < after->size) return &*after;
     }
-    return std::nullopt;
+    return nullptr;
   }
 
   Statement exists_;
   Statement frames_;
-  std::unordered_map<int64_t, std::string> modules_by_id_;
+  std::unordered_map<int64_t, ModuleRange> modules_by_id_;
   std::vector<ModuleRange> ranges_;
   std::unordered_map<int64_t, Stack> cache_;
 };
@@ -236,7 +245,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   LiveBytes live_bytes;
   VmmState vmm;
   OverTimeTracker over_time;  // timeline, growth, fragmentation: sees every change of live bytes
-  live_bytes.set_observer(&over_time);
+  BreakdownTracker breakdown(&over_time);  // by thread, stream and module; passes every change on
+  live_bytes.set_observer(&breakdown);
   RangeTracker ranges(trace, options.filters, report.trace.pid);  // NVTX ranges (ranges.h)
   EventFilter filter(trace, options.filters, report.trace.pid, &ranges);  // report's filters (filters.h)
 
@@ -248,7 +258,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   const std::string events_sql = std::string(
       "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
       "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
-      ", e.thread_id FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id";
+      ", e.thread_id, e.stream FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id";
   uint64_t events_estimated = 0;
   if (options.progress) {
     Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
@@ -282,13 +292,16 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       totals.allocated_bytes += static_cast<uint64_t>(size);
       ranges.on_alloc(thread_id, address, static_cast<uint64_t>(size), events.column_int(8),
                       is_counted(memory_kind_from_code(events.column_int(4))));
+      const uint32_t attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
+                                                      events.column_int(8), static_cast<uint64_t>(size));
       if (address == 0) continue;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
       LiveAllocation allocation{static_cast<uint64_t>(size),
                                 events.column_int(8),
                                 memory_kind_from_code(events.column_int(4)),
                                 events.column_int(5),
                                 time_ns,
-                                api_from_code(events.column_int(3))};
+                                api_from_code(events.column_int(3)),
+                                attribution};
       if (!is_counted(allocation.memory_kind)) ++totals.inconsistencies;
       auto [it, inserted] = live.try_emplace(address, allocation);
       if (!inserted) {
@@ -334,6 +347,10 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
                                 MemoryKind::VmmPhysical, events.column_int(5), time_ns,
                                 api_from_code(events.column_int(3))};
       if (size < 0) ++totals.inconsistencies;
+      if (kind == static_cast<int64_t>(EventKind::VmmCreate)) {
+        allocation.attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
+                                                    events.column_int(8), allocation.size);
+      }
       vmm.apply(static_cast<EventKind>(kind), static_cast<uint64_t>(events.column_int(12)), address, allocation,
                 live_bytes, totals);
     }
@@ -371,8 +388,12 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   // functions and source lines are one group even when their raw pcs differ (an unrolled or duplicated call
   // site). Unsymbolized frames compare by pc. std::map keeps the grouping deterministic.
   StackLoader stacks(trace);
+  auto load_stack = [&stacks](int64_t id) -> const Stack& { return stacks.load(id); };
+  std::optional<LeakSuppressor> suppressor;
+  if (options.suppressions) suppressor.emplace(*options.suppressions, load_stack, source_key);
   std::map<std::string, LeakGroup> groups;
   for (const auto& [address, allocation] : live) {
+    if (suppressor && suppressor->suppress(allocation.stack_id, allocation.size)) continue;
     const Stack& stack = stacks.load(allocation.stack_id);
     LeakGroup& group = groups[source_key(stack)];
     const int64_t when = relative(allocation.time_ns);
@@ -411,9 +432,12 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     failure.time_ns = relative(failure.time_ns);
     failure.stack = stacks.load(failure.stack.id);
   }
-  const StackLoadFn load_stack = [&stacks](int64_t id) -> const Stack& { return stacks.load(id); };
   over_time.finish(trace, report, start, options, load_stack, source_key);
   ranges.finish(report, start, options, load_stack, source_key);
+  if (suppressor) report.suppressed = suppressor->results();
+  report.breakdown = breakdown.finish(live, load_stack, [&suppressor](int64_t stack_id) {
+    return suppressor && suppressor->is_suppressed(stack_id);
+  });
   return report;
 }
 

@@ -20,6 +20,8 @@
 
 namespace gmt::analysis {
 
+struct SuppressionSet;  // suppressions.h
+
 struct AnalyzeOptions {
   // Leak groups whose total bytes are below this are left out of Report::leaks (and counted in
   // Report::leak_groups_below_min_bytes). Totals always cover every leak.
@@ -32,6 +34,8 @@ struct AnalyzeOptions {
   std::function<void(uint64_t events_read, uint64_t events_estimated)> progress;
   // Which events are analyzed (filters.h); the default analyzes every event.
   EventFilters filters;
+  // Known leaks to leave out of the leaks and the leak totals (suppressions.h); nullptr: none. Not owned.
+  const SuppressionSet* suppressions = nullptr;
 };
 
 // The memory kinds that count towards live bytes and the peak. Other codes (None, or unknown numbers in a
@@ -77,6 +81,7 @@ struct Frame {
   std::optional<int64_t> line;
   std::optional<std::string> module;  // full path of the module holding the pc, when known; kPythonModule
   bool python = false;                // a Python frame (schema v5): pc is 0, module is kPythonModule
+  std::optional<uint64_t> module_offset;  // pc - the module's load base, when the module is known
 };
 
 struct Stack {
@@ -336,6 +341,36 @@ struct RangeSpan {
 };
 inline constexpr size_t kMaxRangeSpans = 2000;
 
+// CI: suppressions and breakdowns (suppressions.h, breakdown.h; docs/analysis.md defines them).
+
+// One suppression rule and the leaks it took out of the report. A rule that matched nothing is still
+// listed (count 0), like LeakSanitizer's "unused suppression", so stale rules are noticed.
+struct SuppressedLeaks {
+  std::string rule;    // as written, e.g. "leak:load_weights"
+  std::string origin;  // "FILE:LINE" of the rule
+  uint64_t bytes = 0;  // leaked bytes it suppressed
+  uint64_t count = 0;  // leaked allocations it suppressed
+  uint64_t groups = 0;  // leak groups (call stacks as the leaks group them) it suppressed
+};
+
+// Allocations of one thread, stream or module: how many, how much, what was still live at the end (after
+// suppressions) and what was live at the moment of the total peak.
+struct BreakdownRow {
+  int64_t id = 0;               // the thread id (gettid) or the stream (cudaStream_t as an integer); 0 for modules
+  std::string module;           // by_module: the allocating module's file name, or "(unknown)" / "(no stack)"
+  std::string module_path;      // by_module: its full path, when known
+  std::optional<std::string> label;  // by_module: the library it belongs to ("NCCL", "PyTorch"), when known
+  uint64_t allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t leaked_bytes = 0;
+  uint64_t peak_bytes = 0;  // live at the total peak (Totals::peak_time_ns)
+};
+struct Breakdown {
+  std::vector<BreakdownRow> by_thread;  // each list: most bytes at the peak first, then most allocated
+  std::vector<BreakdownRow> by_stream;
+  std::vector<BreakdownRow> by_module;
+};
+
 struct Report {
   TraceInfo trace;
   Totals totals;
@@ -364,6 +399,9 @@ struct Report {
   std::vector<RangeSpan> range_spans;  // outermost first (start/end, then depth 0, 1, ...), then by start
   uint64_t range_spans_left_out = 0;   // beyond kMaxRangeSpans
   FilterSummary filters;
+  // CI (suppressions.h, breakdown.h).
+  std::vector<SuppressedLeaks> suppressed;  // one per rule given, in the order given; empty without rules
+  Breakdown breakdown;
 };
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a

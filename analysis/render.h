@@ -33,6 +33,7 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //            first_alloc_ns, last_alloc_ns, stack[]
 //   allocators[]: id, name, leaked_bytes, leaked_allocations, leak_groups, advice (analysis/allocators.h)
 //   (every stack[] frame: level, pc, function, file, line, module, python: true for a Python frame)
+//   suppressed[]: rule, origin ("FILE:LINE"), bytes, count, groups, used (false: the rule matched nothing)
 //   failures[]: event_id, time_ns, api, memory_kind, requested_bytes, error, error_name, device,
 //               device_free, device_total, stack_id, stack_missing, stack[],
 //               label ("fragmentation", "out of memory", "unknown", "other error"), largest_free_gap,
@@ -57,6 +58,8 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   range_spans[]: name, domain, thread_id, start_ns, end_ns (null: never closed), depth; range_spans_left_out
 //   filters (after trace): device, since_ns, until_ns, pid, min_size, range (null when not given),
 //            allocations_matched, allocations_seen, nothing_matched (null or one line)
+//   breakdown: by_thread[] (thread), by_stream[] (stream, "0x..."), by_module[] (module, path, label), each
+//              with allocations, allocated_bytes, leaked_bytes, peak_bytes (live at the total peak)
 //   timeline: bucket_ns, bucket_count, total[] (bucket{}), series[]: device, memory_kind, buckets[] (bucket{}),
 //             series_not_tracked
 //   held{}: bytes, count, stack_id, stack_ids, stack_missing, stack[]

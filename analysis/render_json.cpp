@@ -6,6 +6,7 @@
 
 #include "analysis/allocators.h"
 #include "analysis/format.h"
+#include "analysis/render_ci.h"
 #include "analysis/render.h"
 
 namespace gmt::analysis {
@@ -364,6 +365,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
             {"min_bytes", optional_value(report.min_bytes)}}},
       {"leaks", std::move(leaks)},
       {"allocators", allocators_json(report.leaks)},
+      {"suppressed", suppressed_json(report)},  // CI sections: render_ci.cpp
       {"failures", std::move(failures)},
       {"peak_stacks", peaks_json(report.peaks)},
       {"growth", growth_json(report.growth)},
@@ -372,6 +374,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
       {"ranges", ranges_json(report.ranges)},
       {"range_spans", range_spans_json(report.range_spans)},
       {"range_spans_left_out", report.range_spans_left_out},
+      {"breakdown", breakdown_json(report.breakdown)},
       {"timeline", timeline_json(report.timeline)},  // last: the longest part
   };
   // Symbol names and paths come from the profiled binary and may not be valid UTF-8; replace bad bytes

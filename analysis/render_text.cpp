@@ -7,6 +7,7 @@
 
 #include "analysis/allocators.h"
 #include "analysis/format.h"
+#include "analysis/render_ci.h"
 #include "analysis/render.h"
 #include "analysis/render_text_parts.h"
 
@@ -218,11 +219,13 @@ std::string render_text(const Report& report, const RenderOptions& options) {
   append_totals(out, report, options);
   append_leaks(out, report, options);
   append_allocators(out, report);
+  append_suppressed(out, report);  // CI sections: render_ci.cpp
   append_growth(out, report, options);
   append_ranges(out, report, options);
   append_fragmentation(out, report);
   append_failures(out, report, options);
   append_pools(out, report);
+  append_breakdown(out, report);
   append_not_shown(out, report, options);
   return out;
 }

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "gpumemtrace: find GPU memory leaks, watermark growth and fragmentation in CUDA programs.\n\n"
       "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
-      "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n",
+      "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
+      "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n",
       "gpumemtrace"};
   app.set_version_flag("--version", "gpumemtrace " GMT_VERSION);
   app.require_subcommand(1);
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
       gmt::cli::add_run_command(app),
       gmt::cli::add_report_command(app),
       gmt::cli::add_symbolize_command(app),
+      gmt::cli::add_diff_command(app),
   };
 
   int cli_argc = argc;

@@ -12,6 +12,7 @@
 #include "analysis/model.h"
 #include "analysis/render.h"
 #include "analysis/trace_file.h"
+#include "cli/ci_gates.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/merged_report.h"
@@ -36,6 +37,7 @@ struct ReportOptions {
   std::optional<int64_t> pid;
   std::optional<uint64_t> min_size;
   std::optional<std::string> range;
+  ReportGates gates;        // CI: cli/ci_gates.h
 };
 
 // "1.5" (seconds from the process start) as nanoseconds; nullopt, with a message, when it is not one.
@@ -94,10 +96,14 @@ int write_output(const std::string& text, const std::string& output_path) {
 int run_report(const ReportOptions& options) {
   analysis::EventFilters filters;
   if (!filters_from_options(options, filters)) return kExitBadInput;
+  // Before the trace: a bad suppressions file is a bad option, whatever the trace holds.
+  std::optional<analysis::SuppressionSet> suppressions = load_suppression_files(options.gates.suppression_files);
+  if (!suppressions) return kExitBadInput;
   try {
     auto trace = analysis::TraceFile::open(options.trace_path);
     analysis::AnalyzeOptions analyze_options;
     analyze_options.filters = filters;
+    if (!suppressions->rules.empty()) analyze_options.suppressions = &*suppressions;
     if (options.min_bytes > 0) analyze_options.min_bytes = options.min_bytes;
     analyze_options.top_stacks = options.top;  // call stacks kept per moment (peak, growth, failures)
     Progress progress("analyzing " + options.trace_path);
@@ -122,7 +128,8 @@ int run_report(const ReportOptions& options) {
     analysis::RenderOptions render_options;
     render_options.top = options.top;
     std::string text = render_report(report, options.format, render_options, options.folded_of);
-    return write_output(text, options.output_path);
+    if (int written = write_output(text, options.output_path); written != kExitOk) return written;
+    return check_gates(report, options.gates);
   } catch (const analysis::TraceError& e) {
     fmt::print(stderr, "gpumemtrace: {}\n", e.what());
     return kExitBadInput;
@@ -203,6 +210,7 @@ CommandAction add_report_command(CLI::App& app) {
       ->transform(CLI::AsSizeValue(true))
       ->type_name("SIZE");
   add_filter_options(*command, *options);
+  add_gate_options(*command, options->gates);
   command->footer(
       "Examples:\n"
       "  gpumemtrace report trace.db                        leaks, peak and totals as text\n"
@@ -219,9 +227,12 @@ CommandAction add_report_command(CLI::App& app) {
       "  gpumemtrace report trace.db --range train_step      only what was allocated inside NVTX ranges\n"
       "                                                     named train_step (memory per range and growth\n"
       "                                                     per repetition are in every report)\n"
+      "\n" +
+      std::string(kGateHelp) +
       "\n"
       "Exit status: 0 when the report was written (leaks or not, and when filters match nothing: the\n"
-      "report says so), 2 when the trace cannot be read or an option value is malformed.\n"
+      "report says so), 1 when a --fail-on-leak or --fail-on-growth gate failed, 2 when the trace or a\n"
+      "suppressions file cannot be read or an option value is malformed, 3 on an internal error.\n"
       "A trace of a process that crashed or is still running is reported too, with a warning: memory\n"
       "live at its end is not necessarily leaked.\n"
       "A merged report skips a trace it cannot read, names it on stderr and exits with 2 after writing the\n"
@@ -235,6 +246,10 @@ CommandAction add_report_command(CLI::App& app) {
       if (options->format != "text" && options->format != "json") {
         fmt::print(stderr, "gpumemtrace: --format {} applies to the report of one trace; a merged report is text or json\n",
                    options->format);
+        return kExitBadInput;
+      }
+      if (const char* gate = gate_option_given(options->gates)) {
+        fmt::print(stderr, "gpumemtrace: {} applies to the report of one trace, not to a merged report\n", gate);
         return kExitBadInput;
       }
       if (has_filters(*options)) {

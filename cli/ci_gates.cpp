@@ -1,0 +1,94 @@
+#include "cli/ci_gates.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "analysis/format.h"
+#include "cli/exit_codes.h"
+
+namespace gmt::cli {
+
+const char* const kGateHelp =
+    "CI gates (the report is written first; stderr says which gate failed and by how much):\n"
+    "  gpumemtrace report trace.db --fail-on-leak             exit 1 on any leak\n"
+    "  gpumemtrace report trace.db --fail-on-leak=1MiB        exit 1 when more than 1 MiB leaked\n"
+    "  gpumemtrace report trace.db --fail-on-growth           exit 1 on a steady-growth finding\n"
+    "  gpumemtrace report trace.db --suppressions known.supp --fail-on-leak\n"
+    "      known.supp: lines leak:FUNCTION, leak-module:MODULE, leak-file:FILE (globs with * and ?), # comments\n";
+
+void add_suppression_option(CLI::App& command, std::vector<std::string>& files) {
+  command
+      .add_option("--suppressions", files,
+                  "Leave known leaks out of the leaks and the leak totals: FILE of lines leak:FUNCTION, "
+                  "leak-module:MODULE, leak-file:FILE (globs); repeatable; docs/analysis.md")
+      ->type_name("FILE")
+      ->allow_extra_args(false);  // `--suppressions a.supp trace.db`: the trace is not a second file
+}
+
+void add_gate_options(CLI::App& command, ReportGates& gates) {
+  command
+      .add_option_function<std::string>(
+          "--fail-on-leak",
+          [&gates](const std::string& size) {
+            uint64_t bytes = 0;
+            if (!CLI::detail::lexical_cast(size, bytes)) throw CLI::ValidationError("--fail-on-leak", size);
+            gates.fail_on_leak = bytes;
+          },
+          "Exit 1 when more than SIZE bytes leaked after suppressions (default 0: any leak); "
+          "write it --fail-on-leak=SIZE")
+      ->expected(0, 1)
+      ->default_str("0")
+      ->transform(CLI::AsSizeValue(true))
+      ->type_name("[=SIZE]");
+  command.add_flag("--fail-on-growth", gates.fail_on_growth, "Exit 1 when the report has a steady-growth finding");
+  add_suppression_option(command, gates.suppression_files);
+}
+
+std::optional<analysis::SuppressionSet> load_suppression_files(const std::vector<std::string>& files) {
+  try {
+    return analysis::load_suppressions(files);
+  } catch (const analysis::SuppressionError& e) {
+    fmt::print(stderr, "gpumemtrace: {}\n", e.what());
+    return std::nullopt;
+  }
+}
+
+const char* gate_option_given(const ReportGates& gates) {
+  if (gates.fail_on_leak) return "--fail-on-leak";
+  if (gates.fail_on_growth) return "--fail-on-growth";
+  if (!gates.suppression_files.empty()) return "--suppressions";
+  return nullptr;
+}
+
+int check_gates(const analysis::Report& report, const ReportGates& gates) {
+  int exit_code = kExitOk;
+  const analysis::Totals& totals = report.totals;
+  if (gates.fail_on_leak && totals.leaked_bytes > *gates.fail_on_leak) {
+    fmt::print(stderr, "gpumemtrace: --fail-on-leak failed: {} leaked in {} allocation{} from {} ({} over the allowed {})\n",
+               analysis::format_bytes_exact(totals.leaked_bytes), totals.leaked_allocations,
+               totals.leaked_allocations == 1 ? "" : "s",
+               report.leak_groups_total == 1 ? "1 call stack" : fmt::format("{} call stacks", report.leak_groups_total),
+               analysis::format_bytes_exact(totals.leaked_bytes - *gates.fail_on_leak),
+               analysis::format_bytes_exact(*gates.fail_on_leak));
+    exit_code = kExitFindings;
+  }
+  if (gates.fail_on_growth && !report.growth.findings.empty()) {
+    std::string devices;
+    for (const analysis::GrowthFinding& finding : report.growth.findings) {
+      if (!devices.empty()) devices += ", ";
+      devices += finding.device >= 0 ? fmt::format("device {}", finding.device) : std::string("host memory");
+      const uint64_t rise =
+          finding.end_low_bytes > finding.start_low_bytes ? finding.end_low_bytes - finding.start_low_bytes : 0;
+      devices += fmt::format(" grew {} at {}/s", analysis::format_bytes(rise),
+                             analysis::format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s))));
+    }
+    fmt::print(stderr, "gpumemtrace: --fail-on-growth failed: {} growth finding{}: {}\n",
+               report.growth.findings.size(), report.growth.findings.size() == 1 ? "" : "s", devices);
+    exit_code = kExitFindings;
+  }
+  return exit_code;
+}
+
+}  // namespace gmt::cli

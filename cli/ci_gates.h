@@ -1,0 +1,42 @@
+// CI gates of `report` (--fail-on-leak, --fail-on-growth) and the options they share with `diff`
+// (--suppressions). Kept apart from report_command.cpp so that each command only wires them in.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/model.h"
+#include "analysis/suppressions.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gmt::cli {
+
+struct ReportGates {
+  std::optional<uint64_t> fail_on_leak;  // fail when leaked bytes (after suppressions) exceed this
+  bool fail_on_growth = false;
+  std::vector<std::string> suppression_files;
+};
+
+// Registers --fail-on-leak[=SIZE], --fail-on-growth and --suppressions FILE on `report`.
+void add_gate_options(CLI::App& command, ReportGates& gates);
+// Registers --suppressions FILE (repeatable) alone (for `diff`).
+void add_suppression_option(CLI::App& command, std::vector<std::string>& files);
+
+// Loads the suppressions files; on a bad file prints one line to stderr and returns nullopt.
+std::optional<analysis::SuppressionSet> load_suppression_files(const std::vector<std::string>& files);
+
+// The first gate or suppressions option given, for a message; nullptr when none was.
+const char* gate_option_given(const ReportGates& gates);
+
+// After the report was written: kExitFindings with one stderr line per failed gate, else kExitOk.
+int check_gates(const analysis::Report& report, const ReportGates& gates);
+
+// Footer lines documenting the gates' exit codes.
+extern const char* const kGateHelp;
+
+}  // namespace gmt::cli
