@@ -82,14 +82,20 @@ class GpuPythonFramesTest(TraceDirTestCase):
 
     def test_growth_is_attributed_to_the_python_line_that_keeps_the_tensors(self):
         trace, report = self.run_training("leak")  # `run python train.py`, without "--"
+        # The step range's growth per repetition is the finding this loop must get (issue 7: attributed to the
+        # Python line and to the NVTX step range). The growth over time windows is reported when the loop fills
+        # most of the run; here model set-up and the first kernels take a good part of it, so it is not required.
+        range_growth = [g for g in report["ranges"]["growth"] if g["name"] == "train step"]
+        self.assertTrue(range_growth, "no growth per repetition of 'train step': " +
+                        repr([(g["name"], g["iterations"], g["rising_steps"], g["steps"], g["fitted_rise_bytes"])
+                              for g in report["ranges"]["repeated"]]))
         findings = report["growth"]["findings"]
-        self.assertTrue(findings, f"no growth finding: {report['growth']['reason']}")
         site = ("train_step", self.script, growth_line(self.script))
-        stacks = [grown["stack"] for finding in findings for grown in finding["stacks"]]
+        stacks = [grown["stack"] for finding in range_growth + findings for grown in finding["stacks"]]
         named = [s for s in stacks if site in python_frames(s)]
         self.assertTrue(named, "no growing stack names the GROWTH-SITE line; Python frames of the growing stacks: "
                         + repr([python_frames(s) for s in stacks]))
-        top = findings[0]["stacks"][0]
+        top = range_growth[0]["stacks"][0]
         # Native frames inside torch stay above (innermost of) the Python frames; no libpython frame is left.
         stack = named[0]
         first_python = next(i for i, f in enumerate(stack) if f.get("python"))
@@ -105,16 +111,18 @@ class GpuPythonFramesTest(TraceDirTestCase):
         allocators = {a["id"]: a for a in report["allocators"]}
         self.assertIn("pytorch_caching", allocators, report["allocators"])
         self.assertIn("torch.cuda.empty_cache()", allocators["pytorch_caching"]["advice"])
-        grown = sum(g["growth_bytes"] for f in findings for g in f["stacks"])
-        at_site = sum(g["growth_bytes"] for f in findings for g in f["stacks"] if site in python_frames(g["stack"]))
-        print(f"FIGURE python frames: growth {findings[0]['rate_bytes_per_s'] / 2**20:.1f} MiB/s; {at_site} of {grown} B "
-              f"grown in stacks naming train.py:{site[2]}; {python_rows} python_frames rows; {STEPS} NVTX steps")
+        grown = sum(g["growth_bytes"] for g in range_growth[0]["stacks"])
+        at_site = sum(g["growth_bytes"] for g in range_growth[0]["stacks"] if site in python_frames(g["stack"]))
+        print(f"FIGURE python frames: 'train step' grows {range_growth[0]['bytes_per_iteration'] / 2**20:.1f} MiB per "
+              f"repetition; {at_site} of {grown} B grown in stacks naming train.py:{site[2]}; {python_rows} "
+              f"python_frames rows; {STEPS} NVTX steps; growth over time: {len(findings)} finding(s)")
         print("FIGURE top growing stack:\n  " + "\n  ".join(
             f"{f['function']} {f['file']}:{f['line']} [{os.path.basename(f['module'] or '')}]" for f in top["stack"]))
 
     def test_same_loop_without_the_leak_has_no_growth_finding(self):
         _, report = self.run_training("fixed", "--")
         self.assertEqual(report["growth"]["findings"], [], report["growth"])
+        self.assertEqual(report["ranges"]["growth"], [], report["ranges"]["repeated"])
         print(f"FIGURE python frames, fixed loop: no growth finding ({report['growth']['reason'] or 'analyzed'})")
 
 

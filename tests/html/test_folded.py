@@ -1,6 +1,7 @@
 """`report --format folded`: the exact lines for samples/leaky's leaks (outermost frame first, bytes equal
 the JSON report's leaks) and for what was live at each device's peak; frames with ';' or line breaks stay
 one frame."""
+import os
 import sqlite3
 import unittest
 
@@ -15,8 +16,17 @@ LEAKY_SITES = {
 }
 
 
+def folded_frame(frame):
+    """A frame as the folded format names it: its function, else module@pc (e.g. an unsymbolized libc frame)."""
+    if frame["function"]:
+        return frame["function"]
+    if frame["module"]:
+        return f"{os.path.basename(frame['module'])}@{frame['pc']}"
+    return frame["pc"]
+
+
 def folded_frames(stack):
-    return ";".join(frame["function"] or frame["pc"] for frame in reversed(stack))
+    return ";".join(folded_frame(frame) for frame in reversed(stack))
 
 
 class FoldedTest(TraceDirTestCase):
