@@ -103,8 +103,9 @@ GrowthDevice evaluate_growth(int64_t device, const std::vector<uint64_t>& lows, 
   verdict.steps = n - 2;
   for (size_t i = 1; i + 1 < n; ++i) {
     if (lows[i + 1] > lows[i]) ++verdict.rising_steps;
+    if (lows[i + 1] < lows[i]) ++verdict.falling_steps;
   }
-  verdict.growing = slope_per_window > 0 && verdict.rising_steps * 2 > verdict.steps &&
+  verdict.growing = slope_per_window > 0 && rises_steadily(verdict.rising_steps, verdict.falling_steps, verdict.steps) &&
                     verdict.fitted_rise_bytes >= static_cast<double>(verdict.threshold_bytes);
   return verdict;
 }

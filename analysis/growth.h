@@ -17,6 +17,7 @@
 // fails 1 to 3; noise around a flat level fails 2 or 3.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -25,6 +26,16 @@
 #include "analysis/timeline.h"
 
 namespace gmt::analysis {
+
+// The steadiness part of the growth rule, for windows and for repetitions alike (docs/analysis.md): the
+// series rose in at least a quarter of its steps (and at least twice), and fell in at most half as many steps
+// as it rose. A caching allocator grows in segment-sized stairs (a new segment every few steps, flat in
+// between, never down), which this accepts; noise around a level falls about as often as it rises, and a
+// one-time rise rises once, which it refuses.
+inline bool rises_steadily(uint64_t rising_steps, uint64_t falling_steps, uint64_t steps) {
+  return rising_steps >= std::min<uint64_t>(2, steps) && rising_steps * 4 >= steps &&
+         falling_steps * 2 <= rising_steps;
+}
 
 inline constexpr size_t kGrowthWindows = 20;
 inline constexpr size_t kMinGrowthWindows = 5;

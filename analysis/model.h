@@ -240,6 +240,7 @@ struct GrowthDevice {  // the numbers behind the verdict, for each device analyz
   double fitted_rise_bytes = 0;          // slope times the time from the first to the last analyzed window
   uint64_t threshold_bytes = 0;          // max(1 MiB, 5% of the device's peak)
   uint64_t rising_steps = 0;             // consecutive analyzed windows whose low watermark rose
+  uint64_t falling_steps = 0;            // ... whose low watermark fell
   uint64_t steps = 0;
   bool growing = false;
 };
@@ -316,6 +317,7 @@ struct RangeGrowth {
   double fitted_rise_bytes = 0;
   uint64_t threshold_bytes = 0;
   uint64_t rising_steps = 0;
+  uint64_t falling_steps = 0;
   uint64_t steps = 0;
   bool growing = false;
   std::vector<GrowthStack> stacks;           // for a growing range: grown since the first analyzed repetition

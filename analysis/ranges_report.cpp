@@ -53,10 +53,12 @@ RangeGrowth evaluate_range_growth(std::vector<uint64_t> live_at_end) {
     verdict.steps = n - 2;
     for (size_t i = 1; i + 1 < n; ++i) {
       if (live_at_end[i + 1] > live_at_end[i]) ++verdict.rising_steps;
+      if (live_at_end[i + 1] < live_at_end[i]) ++verdict.falling_steps;
     }
     const uint64_t highest = *std::max_element(live_at_end.begin(), live_at_end.end());
     verdict.threshold_bytes = std::max(kMinRangeGrowthBytes, highest / kRangeGrowthPeakFraction);
-    verdict.growing = verdict.bytes_per_iteration > 0 && verdict.rising_steps * 2 > verdict.steps &&
+    verdict.growing = verdict.bytes_per_iteration > 0 &&
+                      rises_steadily(verdict.rising_steps, verdict.falling_steps, verdict.steps) &&
                       verdict.fitted_rise_bytes >= static_cast<double>(verdict.threshold_bytes);
   }
   if (live_at_end.size() > kMaxRangeSeries) live_at_end.resize(kMaxRangeSeries);

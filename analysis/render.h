@@ -41,7 +41,7 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   peak_stacks[]: device, bytes, time_ns, stack_groups, stacks[] (held{}, largest first)
 //   growth: analyzed, reason (null when analyzed), windows, window_ns, start_ns, end_ns,
 //           devices[]: device, low_watermarks[], slope_bytes_per_s, fitted_rise_bytes, threshold_bytes,
-//                      rising_steps, steps, growing
+//                      rising_steps, falling_steps, steps, growing
 //           findings[]: device, rate_bytes_per_s, start_time_ns, end_time_ns, start_low_bytes, end_low_bytes,
 //                       projection ({device_total_bytes, seconds_until_full} or null), growing_stack_groups,
 //                       stacks[]: growth_bytes, start_bytes, end_bytes, stack_id, stack_ids, stack_missing, stack[]
@@ -53,7 +53,7 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //           by_name[]: name, domain (null: default), none, repetitions, allocations, allocated_bytes, frees,
 //                      freed_bytes, live_allocations, live_bytes, peak_live_bytes
 //           repeated[], growth[]: name, domain, iterations, bytes_per_iteration, live_bytes_at_end[],
-//                      fitted_rise_bytes, threshold_bytes, rising_steps, steps, growing, growing_stack_groups,
+//                      fitted_rise_bytes, threshold_bytes, rising_steps, falling_steps, steps, growing, growing_stack_groups,
 //                      stacks[] (as growth.findings[].stacks[])
 //   range_spans[]: name, domain, thread_id, start_ns, end_ns (null: never closed), depth; range_spans_left_out
 //   filters (after trace): device, since_ns, until_ns, pid, min_size, range (null when not given),

@@ -173,6 +173,7 @@ Json growth_json(const Growth& growth) {
                            {"fitted_rise_bytes", device.fitted_rise_bytes},
                            {"threshold_bytes", device.threshold_bytes},
                            {"rising_steps", device.rising_steps},
+                           {"falling_steps", device.falling_steps},
                            {"steps", device.steps},
                            {"growing", device.growing}});
   }
@@ -282,6 +283,7 @@ Json range_growth_json(const RangeGrowth& range) {
               {"fitted_rise_bytes", range.fitted_rise_bytes},
               {"threshold_bytes", range.threshold_bytes},
               {"rising_steps", range.rising_steps},
+              {"falling_steps", range.falling_steps},
               {"steps", range.steps},
               {"growing", range.growing},
               {"growing_stack_groups", range.growing_stack_groups},
