@@ -183,6 +183,10 @@ class MergeInputsTest(TraceDirTestCase):
             return json.load(f), int(rss)
 
     def test_merge_of_200_traces_stays_within_bounded_memory(self):
+        if "libasan" in os.environ.get("LD_PRELOAD", ""):
+            # scripts/sanitize.sh preloads ASan into every process, the CLI's too: its quarantine keeps freed
+            # memory, so RSS says nothing about the merge here. The regular run checks the bound.
+            self.skipTest("RSS is not the merge's under a preloaded ASan runtime")
         template = self.make_trace("template.db", leak_rank="0")
         for count in (10, 200):
             directory = self.path(f"job{count}")
