@@ -52,6 +52,20 @@ class TraceEvents {
     for (const TimelineBucket& bucket : buckets) counter(pid, name + " (max)", bucket.start_ns, bucket.max_bytes);
     for (const TimelineBucket& bucket : buckets) counter(pid, name + " (min)", bucket.start_ns, bucket.min_bytes);
   }
+  // A push/pop range: a slice on its thread's track (they nest per thread, as slices must).
+  void slice(int64_t pid, int64_t tid, const std::string& name, int64_t start_ns, int64_t end_ns, Json args) {
+    events_.push_back(Json{{"ph", "X"}, {"name", name}, {"cat", "nvtx"}, {"pid", pid}, {"tid", tid},
+                           {"ts", micros(start_ns)}, {"dur", micros(std::max<int64_t>(0, end_ns - start_ns))},
+                           {"args", std::move(args)}});
+  }
+  // A start/end range: an async pair (b/e with an id), since such ranges may overlap without nesting.
+  void async_span(int64_t pid, int64_t tid, uint64_t id, const std::string& name, int64_t start_ns, int64_t end_ns,
+                  Json args) {
+    events_.push_back(Json{{"ph", "b"}, {"name", name}, {"cat", "nvtx"}, {"id", id}, {"pid", pid}, {"tid", tid},
+                           {"ts", micros(start_ns)}, {"args", std::move(args)}});
+    events_.push_back(Json{{"ph", "e"}, {"name", name}, {"cat", "nvtx"}, {"id", id}, {"pid", pid}, {"tid", tid},
+                           {"ts", micros(std::max(start_ns, end_ns))}});
+  }
   Json take() { return std::move(events_); }
 
  private:
@@ -134,13 +148,36 @@ std::string render_perfetto(const Report& report, const RenderOptions& /*options
                    "growth", finding.end_time_ns, std::move(args));
   }
 
+  // NVTX ranges (the Report's spans, outermost first, at most kMaxExportedRanges): slices on the application's
+  // process, one track per thread. A range never closed runs to the end of the trace (args.closed = false).
+  const size_t spans = std::min(report.range_spans.size(), kMaxExportedRanges);
+  std::map<int64_t, bool> range_threads;
+  for (size_t i = 0; i < spans; ++i) {
+    const RangeSpan& span = report.range_spans[i];
+    const int64_t end_ns = span.end_ns ? *span.end_ns : report.trace.duration_ns;
+    Json args{{"domain", span.domain.empty() ? Json(nullptr) : Json(span.domain)},
+              {"depth", span.depth},
+              {"closed", span.end_ns.has_value()}};
+    const std::string name = span.name.empty() ? "(unnamed range)" : span.name;
+    if (!range_threads.count(span.thread_id)) {
+      range_threads[span.thread_id] = true;
+      events.name_thread(kApplicationPid, span.thread_id, fmt::format("thread {} (NVTX ranges)", span.thread_id));
+    }
+    if (span.depth >= 0) {
+      events.slice(kApplicationPid, span.thread_id, name, span.start_ns, end_ns, std::move(args));
+    } else {
+      events.async_span(kApplicationPid, span.thread_id, i + 1, name, span.start_ns, end_ns, std::move(args));
+    }
+  }
+
   Json document{{"traceEvents", events.take()},
                 {"displayTimeUnit", "ms"},
                 {"otherData",
                  {{"producer", "gpumemtrace"},
                   {"trace", report.trace.path},
                   {"bucket_ns", report.timeline.bucket_ns},
-                  {"failures_not_shown", report.failures.size() - failures}}}};
+                  {"failures_not_shown", report.failures.size() - failures},
+                  {"range_spans_not_shown", report.range_spans.size() - spans + report.range_spans_left_out}}}};
   return document.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

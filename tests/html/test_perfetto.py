@@ -14,6 +14,8 @@ REQUIRED = {
     "C": {"name", "pid", "tid", "ts", "args"},
     "i": {"name", "pid", "tid", "ts", "s"},
     "X": {"name", "pid", "tid", "ts", "dur"},
+    "b": {"name", "pid", "tid", "ts", "id", "cat"},
+    "e": {"name", "pid", "tid", "ts", "id", "cat"},
 }
 
 
@@ -102,6 +104,35 @@ class PerfettoTest(TraceDirTestCase):
         self.assertEqual(len(findings), 1)
         self.assertEqual([(e["ts"], e["args"]["end_low_bytes"], e["args"]["start_low_bytes"]) for e in growth],
                          [(f["end_time_ns"] / 1000, f["end_low_bytes"], f["start_low_bytes"]) for f in findings])
+
+    def test_nvtx_ranges_are_slices(self):
+        document, report = self.export("nvtx_ranges")
+        spans = report["range_spans"]
+        self.assertTrue(spans)
+        slices = [e for e in document["traceEvents"] if e["ph"] == "X" and e.get("cat") == "nvtx"]
+        begins = [e for e in document["traceEvents"] if e["ph"] == "b"]
+        ends = {e["id"]: e for e in document["traceEvents"] if e["ph"] == "e"}
+        duration_us = report["trace"]["duration_ns"] / 1000
+
+        def expected(span):
+            end = span["end_ns"] if span["end_ns"] is not None else report["trace"]["duration_ns"]
+            return (span["name"] or "(unnamed range)", span["thread_id"], round(span["start_ns"] / 1000, 3),
+                    round(end / 1000, 3))
+
+        push_pop = sorted(expected(s) for s in spans if s["depth"] >= 0)
+        self.assertEqual(sorted((e["name"], e["tid"], round(e["ts"], 3), round(e["ts"] + e["dur"], 3)) for e in slices), push_pop)
+        start_end = sorted(expected(s) for s in spans if s["depth"] < 0)
+        self.assertEqual(sorted((e["name"], e["tid"], round(e["ts"], 3), round(ends[e["id"]]["ts"], 3)) for e in begins), start_end)
+        self.assertTrue(all(e["ts"] + e["dur"] <= duration_us + 1e-6 for e in slices))
+        # Slices of one thread nest: each starts after its enclosing one starts and ends before it ends.
+        for tid in {e["tid"] for e in slices}:
+            open_ends = []
+            for e in sorted((e for e in slices if e["tid"] == tid), key=lambda e: (e["ts"], -e["dur"])):
+                while open_ends and open_ends[-1] <= e["ts"]:
+                    open_ends.pop()
+                if open_ends:
+                    self.assertLessEqual(e["ts"] + e["dur"], open_ends[-1] + 1e-6, e)
+                open_ends.append(e["ts"] + e["dur"])
 
 
 if __name__ == "__main__":
