@@ -23,6 +23,8 @@ std::string_view to_string(EventKind kind) {
     case EventKind::RangeBegin: return "range_begin";
     case EventKind::RangeEnd: return "range_end";
     case EventKind::Mark: return "mark";
+    case EventKind::VmmImport: return "vmm_import";
+    case EventKind::AllocatorSample: return "allocator_sample";
   }
   return "unknown";
 }
@@ -34,6 +36,8 @@ std::string_view to_string(MemoryKind kind) {
     case MemoryKind::Managed: return "managed";
     case MemoryKind::HostPinned: return "host_pinned";
     case MemoryKind::VmmPhysical: return "vmm_physical";
+    case MemoryKind::IpcImported: return "ipc_imported";
+    case MemoryKind::TensorBlock: return "tensor_block";
   }
   return "unknown";
 }
@@ -80,6 +84,13 @@ std::string_view to_string(Api api) {
     case Api::cudaMemPoolCreate: return "cudaMemPoolCreate";
     case Api::cudaMemPoolDestroy: return "cudaMemPoolDestroy";
     case Api::cudaMemPoolTrimTo: return "cudaMemPoolTrimTo";
+    case Api::cudaIpcOpenMemHandle: return "cudaIpcOpenMemHandle";
+    case Api::cudaIpcCloseMemHandle: return "cudaIpcCloseMemHandle";
+    case Api::cuIpcOpenMemHandle: return "cuIpcOpenMemHandle";
+    case Api::cuIpcCloseMemHandle: return "cuIpcCloseMemHandle";
+    case Api::cuMemImportFromShareableHandle: return "cuMemImportFromShareableHandle";
+    case Api::torchBlockAlloc: return "torch_block_alloc";
+    case Api::torchBlockFree: return "torch_block_free";
   }
   return "unknown";
 }
@@ -89,6 +100,28 @@ std::string_view to_string(Source source) {
     case Source::RuntimeHook: return "runtime_hook";
     case Source::Cupti: return "cupti";
     case Source::DriverHook: return "driver_hook";
+    case Source::TorchAllocator: return "torch_allocator";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(FrameworkAllocator allocator) {
+  switch (allocator) {
+    case FrameworkAllocator::TorchCaching: return "pytorch_caching";
+    case FrameworkAllocator::TorchExpandable: return "pytorch_expandable_segments";
+    case FrameworkAllocator::TorchMallocAsync: return "pytorch_cudaMallocAsync";
+    case FrameworkAllocator::CupyPool: return "cupy_pool";
+    case FrameworkAllocator::JaxXla: return "jax_xla";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(SampleTrigger trigger) {
+  switch (trigger) {
+    case SampleTrigger::Cadence: return "cadence";
+    case SampleTrigger::RangeEnd: return "range_end";
+    case SampleTrigger::Oom: return "oom";
+    case SampleTrigger::Exit: return "exit";
   }
   return "unknown";
 }

@@ -16,9 +16,11 @@ namespace gmt::schema {
 // Version history: 1 = runtime hooks only; 2 = events.handle and events.context, driver-API, pool and
 // VMM events, CUPTI and driver-hook sources; 3 = the pool_usage table; 4 = the application's NVTX ranges and
 // markers (tables strings, ranges, marks); 5 = Python frames in stacks (table python_frames, column
-// stack_frames.python_frame_id). Readers of v5 read every older trace: a trace without the new tables simply
-// has no ranges, one without python_frames no Python frames.
-inline constexpr int kSchemaVersion = 5;
+// stack_frames.python_frame_id); 6 = memory imported from other processes (IPC and
+// shareable VMM handles), a framework allocator's own statistics (table allocator_stats), PyTorch's tensor blocks
+// (the block-level mode) and the devices table. Readers of v6 read every older trace: a trace without a table
+// simply has none of its rows (no ranges, no Python frames, no allocator statistics, no device names).
+inline constexpr int kSchemaVersion = 6;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -57,6 +59,13 @@ enum class EventKind : uint8_t {
   RangeBegin = 17,
   RangeEnd = 18,
   Mark = 19,
+  // Physical memory imported from another process's shareable handle (cuMemImportFromShareableHandle, v6):
+  // handle = the imported handle, size = 0 (the size is known when it is mapped: VmmMap of that handle). Its
+  // mappings are memory kind IpcImported: the exporting process owns the physical memory.
+  VmmImport = 20,
+  // A sample of a framework allocator's own statistics (v6). Stored in the allocator_stats table, never in
+  // events.
+  AllocatorSample = 21,
 };
 
 enum class MemoryKind : uint8_t {
@@ -65,6 +74,13 @@ enum class MemoryKind : uint8_t {
   Managed = 2,
   HostPinned = 3,
   VmmPhysical = 4,  // physical memory created with cuMemCreate (counted once, however often it is mapped)
+  // Another process's device memory opened here (cudaIpcOpenMemHandle / cuIpcOpenMemHandle, or a mapping of a
+  // VMM handle imported with cuMemImportFromShareableHandle) (v6). The exporter owns the memory: it is never
+  // added to this process's device total; events.device is the device the memory lives on.
+  IpcImported = 5,
+  // A block PyTorch's caching allocator handed to a tensor (the block-level mode, v6; source TorchAllocator).
+  // It lives inside device memory already counted as Device or VmmPhysical: never added to device totals.
+  TensorBlock = 6,
 };
 
 // Which hooked function produced an event. Driver-API and CUPTI ids are appended by later versions.
@@ -110,6 +126,15 @@ enum class Api : uint8_t {
   cudaMemPoolCreate = 37,
   cudaMemPoolDestroy = 38,
   cudaMemPoolTrimTo = 39,
+  // v6: memory imported from other processes.
+  cudaIpcOpenMemHandle = 40,
+  cudaIpcCloseMemHandle = 41,
+  cuIpcOpenMemHandle = 42,  // cuIpcOpenMemHandle and cuIpcOpenMemHandle_v2
+  cuIpcCloseMemHandle = 43,
+  cuMemImportFromShareableHandle = 44,
+  // v6: a tensor block allocated or freed by PyTorch's caching allocator (block-level mode).
+  torchBlockAlloc = 45,
+  torchBlockFree = 46,
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -117,18 +142,42 @@ enum class Source : uint8_t {
   RuntimeHook = 1,  // interpose/: the preloaded cudart symbol (backend "runtime")
   Cupti = 2,        // cupti/: a CUPTI driver-API callback (backend "cupti")
   DriverHook = 3,   // interpose/: a hooked driver entry point (backend "hooks")
+  // PyTorch's memory history (torch.cuda.memory._record_memory_history), imported by the block-level mode
+  // (v6). Its events never decide which capture path counts for CUDA-level memory.
+  TorchAllocator = 4,
+};
+
+// Which framework allocator an allocator_stats row describes (v6).
+enum class FrameworkAllocator : uint8_t {
+  TorchCaching = 1,       // PyTorch's caching allocator, default settings (cudaMalloc'd segments)
+  TorchExpandable = 2,    // PyTorch's caching allocator with expandable_segments:True (VMM segments)
+  TorchMallocAsync = 3,   // PyTorch with backend:cudaMallocAsync
+  CupyPool = 4,           // CuPy's default memory pool
+  JaxXla = 5,             // JAX/XLA's allocator (BFC or platform), per device
+};
+
+// Why an allocator_stats row was taken (v6).
+enum class SampleTrigger : uint8_t {
+  Cadence = 1,   // the fixed sampling period
+  RangeEnd = 2,  // an NVTX range at nesting depth 0 ended
+  Oom = 3,       // the framework reported an out-of-memory error (request_bytes is set)
+  Exit = 4,      // the interpreter was shutting down
 };
 
 std::string_view to_string(EventKind kind);
 std::string_view to_string(MemoryKind kind);
 std::string_view to_string(Api api);
 std::string_view to_string(Source source);
+std::string_view to_string(FrameworkAllocator allocator);
+std::string_view to_string(SampleTrigger trigger);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 19;
-inline constexpr int kMaxMemoryKind = 4;
-inline constexpr int kMaxApi = 39;
-inline constexpr int kMaxSource = 3;
+inline constexpr int kMaxEventKind = 21;
+inline constexpr int kMaxMemoryKind = 6;
+inline constexpr int kMaxApi = 46;
+inline constexpr int kMaxSource = 4;
+inline constexpr int kMaxFrameworkAllocator = 5;
+inline constexpr int kMaxSampleTrigger = 4;
 
 // Creates every table of a new trace. Run once, in one transaction, by the writer that creates the file.
 // Indexes that only the analyzer needs are created after the run (kCreateAnalysisIndexesSql), so the
@@ -170,6 +219,25 @@ CREATE TABLE pool_usage (      -- stream-ordered pools, sampled (v3): see docs/t
   device         INTEGER NOT NULL,
   reserved_bytes INTEGER NOT NULL,  -- CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: memory the pool holds
   used_bytes     INTEGER NOT NULL   -- CU_MEMPOOL_ATTR_USED_MEM_CURRENT: of which handed out
+);
+CREATE TABLE allocator_stats (  -- a framework allocator's own statistics, sampled (v6): docs/trace-format.md
+  time_ns              INTEGER NOT NULL,  -- CLOCK_MONOTONIC, like events.time_ns
+  device               INTEGER NOT NULL,  -- CUDA device ordinal
+  allocator            INTEGER NOT NULL,  -- FrameworkAllocator
+  trigger              INTEGER NOT NULL,  -- SampleTrigger
+  in_use_bytes         INTEGER NOT NULL,  -- handed out to the framework's arrays/tensors
+  reserved_bytes       INTEGER NOT NULL,  -- held from CUDA by the allocator (in use + cached)
+  inactive_split_bytes INTEGER,           -- free bytes inside split, partly used blocks; NULL: no such figure
+  alloc_retries        INTEGER,           -- cumulative: allocations that freed the cache and retried
+  ooms                 INTEGER,           -- cumulative: out-of-memory errors the allocator raised
+  request_bytes        INTEGER            -- trigger Oom: the request that failed; else NULL
+);
+CREATE TABLE devices (          -- the CUDA devices the process's events name (v6)
+  ordinal     INTEGER PRIMARY KEY,  -- as events.device
+  name        TEXT,                 -- e.g. "NVIDIA H200"
+  uuid        TEXT,                 -- "GPU-xxxxxxxx-...", as nvidia-smi prints it
+  total_bytes INTEGER,              -- device memory capacity
+  pci_bus_id  TEXT                  -- "0000:19:00.0"
 );
 CREATE TABLE strings (        -- interned names: NVTX domains, ranges, markers (v4); Python files, functions (v5)
   id   INTEGER PRIMARY KEY,
