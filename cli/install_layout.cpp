@@ -13,7 +13,7 @@ InstallLayout find_install_layout() {
   std::string lib_dir = bin_dir + "/../" GMT_LIBDIR;
   char resolved[PATH_MAX];
   if (realpath(lib_dir.c_str(), resolved)) lib_dir = resolved;
-  return InstallLayout{lib_dir + "/libgpumemtrace.so", lib_dir + "/sim"};
+  return InstallLayout{lib_dir + "/libgpumemtrace.so", lib_dir + "/sim", lib_dir + "/python"};
 }
 
 }  // namespace gmt::cli

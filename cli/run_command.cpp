@@ -34,6 +34,7 @@ struct RunOptions {
   std::string backend = "auto";
   bool no_stacks = false;
   bool free_stacks = false;
+  bool python_hooks = true;
   bool no_symbolize = false;
   bool quiet = false;
   bool no_nvtx_capture = false;
@@ -65,6 +66,18 @@ bool same_file(const std::string& a, const std::string& b) {
 // NVTX: NVTX loads NVTX_INJECTION64_PATH in the app on its first NVTX call; pointing it at the preload
 // library captures the app's ranges. A tool that set it before us (Nsight Systems runs us under it) is passed
 // on in GMT_NVTX_CHAIN: the library loads it and hands it every NVTX call, so both see the ranges.
+// Python processes of the run import python/sitecustomize.py (first on PYTHONPATH), which chains to their own
+// sitecustomize and starts the framework hooks (python/gpumemtrace_inprocess). Other processes ignore both.
+void add_python_environment(const RunOptions& options, const InstallLayout& layout, LaunchSpec& spec) {
+  spec.environment.emplace_back("GMT_LIBRARY", layout.preload_library);
+  spec.environment.emplace_back("GMT_PYTHON_HOOKS", options.python_hooks ? "1" : "0");
+  if (!options.python_hooks || !file_exists(layout.python_dir + "/sitecustomize.py")) return;
+  const char* old_path = getenv("PYTHONPATH");
+  std::string python_path = layout.python_dir;
+  if (old_path && *old_path) python_path += std::string(":") + old_path;
+  spec.environment.emplace_back("PYTHONPATH", python_path);
+}
+
 void add_nvtx_environment(const RunOptions& options, const std::string& preload_library, LaunchSpec& spec) {
   const char* previous = getenv("NVTX_INJECTION64_PATH");
   bool other_tool = previous && *previous && !same_file(previous, preload_library);
@@ -226,6 +239,7 @@ int run(const RunOptions& options) {
     if (!cupti.empty()) spec.environment.emplace_back("GMT_CUPTI_LIBRARY", cupti);
   }
   add_nvtx_environment(options, layout.preload_library, spec);
+  add_python_environment(options, layout, spec);
   if (options.simulate) {
     const char* old_path = getenv("LD_LIBRARY_PATH");
     std::string library_path = layout.simulated_runtime_dir;
@@ -309,6 +323,9 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("--free-stacks", options->free_stacks,
                 "Take call stacks for frees too (for your own SQL: the report attributes memory to the allocating "
                 "stack, so by default frees take none, which halves the cost of stacks)");
+  run->add_flag("!--no-python-hooks", options->python_hooks,
+                "Do not start the in-process Python hooks (PyTorch/CuPy/JAX allocator statistics); PYTHONPATH is "
+                "then left as it is. Python frames in stacks are separate: GMT_NO_PYTHON_FRAMES=1");
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
   run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");

@@ -1,0 +1,26 @@
+"""gpumemtrace's hooks inside a profiled Python process (started by sitecustomize.py).
+
+What runs here is framework-level and optional: the CUDA-level trace (every cudaMalloc, cuMemCreate, ...) is
+written by the preloaded native library whatever happens in this package. Each part below is independent, starts
+only once the app has imported its framework, and reports a failure once on stderr and switches itself off.
+
+Rules for code in this package (it runs inside the user's process):
+- never import torch, cupy or jax ourselves, and never initialize CUDA: wait until the app did;
+- never raise into the app; no work on the app's threads beyond a few attribute reads;
+- records go to the trace through the native library (native.py), which owns the only SQLite connection.
+"""
+from . import native
+
+_started = False
+
+
+def start():
+    """Called once per process by sitecustomize.py. Cheap: the parts that need a framework wait for it."""
+    global _started
+    if _started:
+        return
+    _started = True
+    if not native.available():
+        # Not profiled after all: a child started with a cleaned environment keeps PYTHONPATH but not
+        # LD_PRELOAD. Nothing to record into; stay silent, as an unprofiled process would be.
+        return
