@@ -1,24 +1,39 @@
 #!/usr/bin/env python3
-"""What the profiler costs a real PyTorch job: a training step and an inference loop of a 6-layer transformer
+"""What the profiler costs a real PyTorch job: a training step and an inference step of a 6-layer transformer
 encoder, raw and under `gpumemtrace run` (cupti, hooks), and, as the peer, with PyTorch's own allocation
-recorder (torch.cuda.memory._record_memory_history). Each configuration is a fresh process; configurations are
-interleaved over several rounds, and the table shows each one's median step time, the spread of its per-round
-medians, and the ratio to raw. Needs a GPU and torch (the H200 machine's python3).
+recorder (torch.cuda.memory._record_memory_history). Needs a GPU and torch (the H200 machine's python3).
+
+Why the design: step times of fresh processes differ by 10-30% on these machines (CPU placement, clocks), far
+more than the 0.5% to be shown. So
+- every process pins itself to the same two cores and times many steps after a warm-up (median per process);
+- configurations run as adjacent pairs (raw, profiled, raw, profiled ...) in rotating order, and the cost is
+  the median over rounds of the per-round ratio profiled/raw, with its min-max (paired: slow drifts cancel);
+- the profiled runs' traces say how much work the profiler did per step: the events recorded inside the timed
+  "train step" NVTX ranges; with the per-event cost from bench/overhead.py this bounds the cost from below the
+  noise (events per step x cost per event / step time).
 
 Usage:
-  bench/torch_step.py BUILD_DIR [rounds=3] [--steps N]     the table (docs/benchmarks.md)
-  bench/torch_step.py --worker [--steps N] [--record-history]  one process: prints one JSON line of step times
+  bench/torch_step.py BUILD_DIR [rounds=5] [--steps N] [--batch B] [--configs cupti,hooks,recorder]
+                                                                     the table (docs/benchmarks.md)
+  bench/torch_step.py --worker [--steps N] [--batch B] [--record-history]   one process: one JSON line
 """
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+PINNED_CORES = {2, 3}
 
-def worker(steps, record_history):
+
+def worker(steps, batch_size, record_history):
+    try:
+        os.sched_setaffinity(0, PINNED_CORES & os.sched_getaffinity(0) or os.sched_getaffinity(0))
+    except OSError:
+        pass
     import torch
     from torch import nn
 
@@ -27,7 +42,7 @@ def worker(steps, record_history):
     layer = nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048, batch_first=True)
     model = nn.TransformerEncoder(layer, num_layers=6).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batch = torch.randn(32, 256, 512, device=device)
+    batch = torch.randn(batch_size, 256, 512, device=device)
     if record_history:
         torch.cuda.memory._record_memory_history(max_entries=100000)
 
@@ -38,12 +53,14 @@ def worker(steps, record_history):
             loss = model(batch).float().pow(2).mean()
         loss.backward()
         optimizer.step()
+        torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
 
     def infer_step():
         torch.cuda.nvtx.range_push("inference")
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
             model(batch)
+        torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
 
     def timed(step, count):
@@ -52,7 +69,6 @@ def worker(steps, record_history):
             torch.cuda.synchronize()
             start = time.perf_counter()
             step()
-            torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
         return times
 
@@ -60,7 +76,8 @@ def worker(steps, record_history):
     train = timed(train_step, steps)
     timed(infer_step, 10)
     infer = timed(infer_step, steps)
-    print(json.dumps({"train_ms": statistics.median(train) * 1e3, "infer_ms": statistics.median(infer) * 1e3}))
+    print(json.dumps({"train_ms": statistics.median(train) * 1e3, "infer_ms": statistics.median(infer) * 1e3,
+                      "timed_train_steps": steps}))
 
 
 def run_config(command):
@@ -71,44 +88,78 @@ def run_config(command):
     return json.loads(last)
 
 
+def events_per_train_step(trace, timed_steps):
+    """Events the profiler recorded inside the last `timed_steps` "train step" ranges (the timed ones), per step,
+    and NVTX range rows per step: the profiler's whole work during a steady-state step."""
+    db = sqlite3.connect(trace)
+    try:
+        spans = db.execute(
+            "SELECT r.start_ns, r.end_ns FROM ranges r JOIN strings s ON s.id = r.name_id "
+            "WHERE s.text = 'train step' AND r.end_ns IS NOT NULL ORDER BY r.start_ns").fetchall()[-timed_steps:]
+        if not spans:
+            return None
+        events = sum(db.execute("SELECT count(*) FROM events WHERE time_ns BETWEEN ? AND ?", span).fetchone()[0]
+                     for span in spans)
+        return events / len(spans)
+    finally:
+        db.close()
+
+
 def main():
     args = sys.argv[1:]
-    steps = 100
-    if "--steps" in args:
-        steps = int(args[args.index("--steps") + 1])
+    steps = int(args[args.index("--steps") + 1]) if "--steps" in args else 200
+    batch = int(args[args.index("--batch") + 1]) if "--batch" in args else 64
     if "--worker" in args:
-        worker(steps, "--record-history" in args)
+        worker(steps, batch, "--record-history" in args)
         return
     build = args[0]
-    rounds = int(args[1]) if len(args) > 1 and args[1].isdigit() else 3
+    rounds = int(args[1]) if len(args) > 1 and args[1].isdigit() else 5
     cli = os.path.join(build, "bin", "gpumemtrace")
-    me = [sys.executable, os.path.abspath(__file__), "--worker", "--steps", str(steps)]
+    me = [sys.executable, os.path.abspath(__file__), "--worker", "--steps", str(steps), "--batch", str(batch)]
+    profiled = {
+        "gpumemtrace cupti": lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "cupti", "-o", trace,
+                                            "--", *me],
+        "gpumemtrace hooks": lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks", "-o", trace,
+                                            "--", *me],
+        "PyTorch recorder": lambda trace: [*me, "--record-history"],
+    }
+    if "--configs" in args:
+        wanted = args[args.index("--configs") + 1].split(",")
+        profiled = {name: command for name, command in profiled.items() if name.split()[-1] in wanted}
+    ratios = {name: {"train_ms": [], "infer_ms": []} for name in profiled}
+    raw_times = {"train_ms": [], "infer_ms": []}
+    events = {name: [] for name in profiled}
     with tempfile.TemporaryDirectory() as tmp:
-        configs = {
-            "raw": lambda r: me,
-            "gpumemtrace cupti": lambda r: [cli, "run", "-q", "--no-symbolize", "--backend", "cupti", "-o",
-                                            os.path.join(tmp, f"cupti{r}.db"), "--", *me],
-            "gpumemtrace hooks": lambda r: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks", "-o",
-                                            os.path.join(tmp, f"hooks{r}.db"), "--", *me],
-            "PyTorch recorder": lambda r: [*me, "--record-history"],
-        }
-        results = {name: {"train_ms": [], "infer_ms": []} for name in configs}
         for r in range(rounds):
-            for name, command in configs.items():
-                for key, value in run_config(command(r)).items():
-                    results[name][key].append(value)
-    print(f"6-layer transformer encoder (d_model 512, batch 32 x 256 tokens, bf16 autocast), {steps} steps per "
-          f"process after warm-up, {rounds} interleaved rounds; median of per-round medians, spread = "
-          "(max - min) / median of the per-round medians")
-    print(f"{'configuration':22} {'train step':>28} {'inference step':>28}")
-    raw = {key: statistics.median(results["raw"][key]) for key in ("train_ms", "infer_ms")}
-    for name, values in results.items():
+            names = list(profiled)
+            names = names[r % len(names):] + names[:r % len(names)]  # rotate which profiler runs first
+            for name in names:
+                trace = os.path.join(tmp, f"{name.split()[-1]}{r}.db")
+                raw = run_config(me)
+                measured = run_config(profiled[name](trace))
+                for key in ("train_ms", "infer_ms"):
+                    raw_times[key].append(raw[key])
+                    ratios[name][key].append(measured[key] / raw[key])
+                if os.path.exists(trace):
+                    per_step = events_per_train_step(trace, measured["timed_train_steps"])
+                    if per_step is not None:
+                        events[name].append(per_step)
+                    os.unlink(trace)
+    print(f"6-layer transformer encoder (d_model 512, batch {batch} x 256 tokens, bf16 autocast), {steps} steps "
+          f"per process after warm-up, pinned to cores {sorted(PINNED_CORES)}; {rounds} rounds of adjacent "
+          "(raw, profiled) pairs; cost = median of the per-pair ratios (min..max)")
+    print(f"raw: train step {statistics.median(raw_times['train_ms']):.3f} ms "
+          f"({min(raw_times['train_ms']):.3f}-{max(raw_times['train_ms']):.3f}), inference step "
+          f"{statistics.median(raw_times['infer_ms']):.3f} ms "
+          f"({min(raw_times['infer_ms']):.3f}-{max(raw_times['infer_ms']):.3f}) over {len(raw_times['train_ms'])} raw processes")
+    print(f"{'configuration':20} {'train step cost':>30} {'inference step cost':>30} {'events per train step':>22}")
+    for name in profiled:
         cells = []
         for key in ("train_ms", "infer_ms"):
-            median = statistics.median(values[key])
-            spread = (max(values[key]) - min(values[key])) / median * 100
-            cells.append(f"{median:7.3f} ms ±{spread:4.1f}% {100 * (median / raw[key] - 1):+6.2f}%")
-        print(f"{name:22} {cells[0]:>28} {cells[1]:>28}")
+            values = [100 * (ratio - 1) for ratio in ratios[name][key]]
+            cells.append(f"{statistics.median(values):+6.2f}% ({min(values):+.2f}..{max(values):+.2f})")
+        per_step = f"{statistics.median(events[name]):.1f}" if events[name] else "-"
+        print(f"{name:20} {cells[0]:>30} {cells[1]:>30} {per_step:>22}")
 
 
 if __name__ == "__main__":
