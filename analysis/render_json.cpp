@@ -101,6 +101,21 @@ Json stack_bytes_json(const StackBytes& held) {
               {"stack", stack_json(held.stack)}};
 }
 
+// The stacks a growth finding names (over time windows, or per repetition of an NVTX range): same shape.
+Json growth_stacks_json(const std::vector<GrowthStack>& grown_stacks) {
+  Json stacks = Json::array();
+  for (const GrowthStack& grown : grown_stacks) {
+    stacks.push_back(Json{{"growth_bytes", grown.end_bytes - grown.start_bytes},
+                          {"start_bytes", grown.start_bytes},
+                          {"end_bytes", grown.end_bytes},
+                          {"stack_id", grown.stack.id},
+                          {"stack_ids", grown.stack_ids},
+                          {"stack_missing", grown.stack.missing},
+                          {"stack", stack_json(grown.stack)}});
+  }
+  return stacks;
+}
+
 Json stack_bytes_list(const std::vector<StackBytes>& list) {
   Json result = Json::array();
   for (const StackBytes& held : list) result.push_back(stack_bytes_json(held));
@@ -179,16 +194,7 @@ Json growth_json(const Growth& growth) {
   }
   Json findings = Json::array();
   for (const GrowthFinding& finding : growth.findings) {
-    Json stacks = Json::array();
-    for (const GrowthStack& grown : finding.stacks) {
-      stacks.push_back(Json{{"growth_bytes", grown.end_bytes - grown.start_bytes},
-                            {"start_bytes", grown.start_bytes},
-                            {"end_bytes", grown.end_bytes},
-                            {"stack_id", grown.stack.id},
-                            {"stack_ids", grown.stack_ids},
-                            {"stack_missing", grown.stack.missing},
-                            {"stack", stack_json(grown.stack)}});
-    }
+    Json stacks = growth_stacks_json(finding.stacks);
     Json projection = nullptr;
     if (finding.device_total_bytes) {
       projection = Json{{"device_total_bytes", *finding.device_total_bytes},
@@ -265,16 +271,7 @@ Json failure_json(const AllocFailure& failure) {
 Json optional_text(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
 
 Json range_growth_json(const RangeGrowth& range) {
-  Json stacks = Json::array();
-  for (const GrowthStack& grown : range.stacks) {
-    stacks.push_back(Json{{"growth_bytes", grown.end_bytes - grown.start_bytes},
-                          {"start_bytes", grown.start_bytes},
-                          {"end_bytes", grown.end_bytes},
-                          {"stack_id", grown.stack.id},
-                          {"stack_ids", grown.stack_ids},
-                          {"stack_missing", grown.stack.missing},
-                          {"stack", stack_json(grown.stack)}});
-  }
+  Json stacks = growth_stacks_json(range.stacks);
   return Json{{"name", range.name},
               {"domain", optional_text(range.domain)},
               {"iterations", range.iterations},
