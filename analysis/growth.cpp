@@ -72,6 +72,62 @@ std::map<int64_t, WindowLows> window_lows(const ChangeLog& log, int64_t t0, int6
   return result;
 }
 
+namespace {
+
+struct LineFit {
+  double slope_per_window = 0;
+  uint64_t rising_steps = 0;
+  uint64_t falling_steps = 0;
+  uint64_t steps = 0;
+};
+
+// Least squares through lows[first..n-1] against the window index, and the rises and falls between them.
+LineFit fit_line(const std::vector<uint64_t>& lows, size_t first) {
+  LineFit fit;
+  const size_t n = lows.size();
+  const double points = static_cast<double>(n - first);
+  double mean_x = 0;
+  double mean_y = 0;
+  for (size_t i = first; i < n; ++i) {
+    mean_x += static_cast<double>(i);
+    mean_y += static_cast<double>(lows[i]);
+  }
+  mean_x /= points;
+  mean_y /= points;
+  double sxx = 0;
+  double sxy = 0;
+  for (size_t i = first; i < n; ++i) {
+    const double dx = static_cast<double>(i) - mean_x;
+    sxx += dx * dx;
+    sxy += dx * (static_cast<double>(lows[i]) - mean_y);
+  }
+  fit.slope_per_window = sxx > 0 ? sxy / sxx : 0;
+  fit.steps = n - 1 - first;
+  for (size_t i = first; i + 1 < n; ++i) {
+    if (lows[i + 1] > lows[i]) ++fit.rising_steps;
+    if (lows[i + 1] < lows[i]) ++fit.falling_steps;
+  }
+  return fit;
+}
+
+// The late-start rule (docs/analysis.md): a leak that began after a long steady run rises in too few of all
+// the windows for the main rule. The earliest suffix of at least kMinLateWindows windows whose low watermark
+// rose at least 3 times, in at least a quarter of its steps, and never fell, by at least the threshold, is
+// growth since its first rise. Returns that window, or 0 when there is none.
+size_t late_growth_start(const std::vector<uint64_t>& lows, uint64_t threshold_bytes) {
+  const size_t n = lows.size();
+  for (size_t first = 2; first + kMinLateWindows <= n; ++first) {
+    LineFit fit = fit_line(lows, first);
+    if (fit.falling_steps != 0 || fit.rising_steps < 3 || fit.rising_steps * 4 < fit.steps) continue;
+    if (lows[n - 1] - lows[first] < threshold_bytes) continue;
+    while (lows[first + 1] == lows[first]) ++first;  // since the first rise
+    return first;
+  }
+  return 0;
+}
+
+}  // namespace
+
 GrowthDevice evaluate_growth(int64_t device, const std::vector<uint64_t>& lows, double window_s, uint64_t peak_bytes) {
   GrowthDevice verdict;
   verdict.device = device;
@@ -81,32 +137,23 @@ GrowthDevice evaluate_growth(int64_t device, const std::vector<uint64_t>& lows, 
 
   // Windows 1..n-1 (0 is the warm-up); x in windows, so the slope is bytes per window.
   const size_t n = lows.size();
-  const double points = static_cast<double>(n - 1);
-  double mean_x = 0;
-  double mean_y = 0;
-  for (size_t i = 1; i < n; ++i) {
-    mean_x += static_cast<double>(i);
-    mean_y += static_cast<double>(lows[i]);
-  }
-  mean_x /= points;
-  mean_y /= points;
-  double sxx = 0;
-  double sxy = 0;
-  for (size_t i = 1; i < n; ++i) {
-    const double dx = static_cast<double>(i) - mean_x;
-    sxx += dx * dx;
-    sxy += dx * (static_cast<double>(lows[i]) - mean_y);
-  }
-  const double slope_per_window = sxy / sxx;
-  verdict.slope_bytes_per_s = slope_per_window / window_s;
-  verdict.fitted_rise_bytes = slope_per_window * static_cast<double>(n - 2);
-  verdict.steps = n - 2;
-  for (size_t i = 1; i + 1 < n; ++i) {
-    if (lows[i + 1] > lows[i]) ++verdict.rising_steps;
-    if (lows[i + 1] < lows[i]) ++verdict.falling_steps;
-  }
-  verdict.growing = slope_per_window > 0 && rises_steadily(verdict.rising_steps, verdict.falling_steps, verdict.steps) &&
+  LineFit fit = fit_line(lows, 1);
+  verdict.slope_bytes_per_s = fit.slope_per_window / window_s;
+  verdict.fitted_rise_bytes = fit.slope_per_window * static_cast<double>(n - 2);
+  verdict.steps = fit.steps;
+  verdict.rising_steps = fit.rising_steps;
+  verdict.falling_steps = fit.falling_steps;
+  verdict.growing = fit.slope_per_window > 0 &&
+                    rises_steadily(verdict.rising_steps, verdict.falling_steps, verdict.steps) &&
                     verdict.fitted_rise_bytes >= static_cast<double>(verdict.threshold_bytes);
+  if (verdict.growing) return verdict;
+  if (size_t first = late_growth_start(lows, verdict.threshold_bytes); first != 0) {
+    LineFit late = fit_line(lows, first);
+    verdict.growing = true;
+    verdict.first_window = first;
+    verdict.slope_bytes_per_s = late.slope_per_window / window_s;
+    verdict.fitted_rise_bytes = late.slope_per_window * static_cast<double>(n - 1 - first);
+  }
   return verdict;
 }
 
@@ -157,12 +204,14 @@ Growth analyze_growth(const ChangeLog& log, const std::map<int64_t, uint64_t>& d
       GrowthFinding finding;
       finding.device = device;
       finding.rate_bytes_per_s = verdict.slope_bytes_per_s;
-      finding.start_low_bytes = lows.lows[1];
+      const size_t first = verdict.first_window;
+      finding.start_low_bytes = lows.lows[first];
       finding.end_low_bytes = lows.lows[windows - 1];
-      finding.start_time_ns = relative_to(origin, lows.times[1]);
+      finding.start_time_ns = relative_to(origin, lows.times[first]);
       finding.end_time_ns = relative_to(origin, lows.times[windows - 1]);
+      finding.late_start = first > 1;
       growth.findings.push_back(std::move(finding));
-      moments.emplace_back(SnapshotRequest{lows.positions[1], device},
+      moments.emplace_back(SnapshotRequest{lows.positions[first], device},
                            SnapshotRequest{lows.positions[windows - 1], device});
     }
     growth.devices.push_back(std::move(verdict));

@@ -15,6 +15,8 @@
 //      max(1 MiB, 5% of the device's peak).
 // A steady state (the same working set allocated and freed again and again) has flat low watermarks and
 // fails 1 to 3; noise around a flat level fails 2 or 3.
+// A device that fails them may still grow since a later window (the late-start rule, evaluate_growth): a
+// leak that began after a long steady run, rising without a fall over the last windows.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +44,7 @@ inline constexpr size_t kMinGrowthWindows = 5;
 inline constexpr uint64_t kChangesPerWindow = 10;
 inline constexpr uint64_t kMinGrowthBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kGrowthPeakFraction = 20;  // 1/20 = 5% of the peak
+inline constexpr size_t kMinLateWindows = 4;  // the late-start rule's shortest suffix: 4 windows, 3 steps
 
 // The low watermark of each window of one device, and the moment it was first reached.
 struct WindowLows {

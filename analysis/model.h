@@ -243,6 +243,7 @@ struct GrowthDevice {  // the numbers behind the verdict, for each device analyz
   uint64_t falling_steps = 0;            // ... whose low watermark fell
   uint64_t steps = 0;
   bool growing = false;
+  size_t first_window = 1;  // > 1: found by the late-start rule, growing since this window
 };
 struct GrowthFinding {
   int64_t device = -1;
@@ -251,6 +252,7 @@ struct GrowthFinding {
   int64_t end_time_ns = 0;
   uint64_t start_low_bytes = 0;
   uint64_t end_low_bytes = 0;
+  bool late_start = false;  // the late-start rule: steady before start_time_ns, growing since
   std::optional<uint64_t> device_total_bytes;  // alloc_failures.device_total, else meta device_total_bytes
   std::optional<double> seconds_until_full;    // (total - end low) / rate, from the end of the trace
   std::vector<GrowthStack> stacks;             // grown, largest growth first, at most top_stacks

@@ -190,7 +190,8 @@ Json growth_json(const Growth& growth) {
                            {"rising_steps", device.rising_steps},
                            {"falling_steps", device.falling_steps},
                            {"steps", device.steps},
-                           {"growing", device.growing}});
+                           {"growing", device.growing},
+                           {"first_window", device.first_window}});
   }
   Json findings = Json::array();
   for (const GrowthFinding& finding : growth.findings) {
@@ -206,6 +207,7 @@ Json growth_json(const Growth& growth) {
                             {"end_time_ns", finding.end_time_ns},
                             {"start_low_bytes", finding.start_low_bytes},
                             {"end_low_bytes", finding.end_low_bytes},
+                            {"late_start", finding.late_start},
                             {"projection", std::move(projection)},
                             {"growing_stack_groups", finding.growing_stack_groups},
                             {"stacks", std::move(stacks)}});

@@ -139,7 +139,12 @@ void append_growth(std::string& out, const Report& report, const RenderOptions& 
                        format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s))),
                        format_bytes(finding.start_low_bytes), format_duration(finding.start_time_ns),
                        format_bytes(finding.end_low_bytes), format_duration(finding.end_time_ns));
-    if (verdict) out += fmt::format(" (rose in {} of {} windows)", verdict->rising_steps, verdict->steps);
+    if (verdict && finding.late_start) {
+      out += fmt::format(" (steady until {}, then rose without falling: windows {} to {})",
+                         format_duration(finding.start_time_ns), verdict->first_window, growth.windows - 1);
+    } else if (verdict) {
+      out += fmt::format(" (rose in {} of {} windows)", verdict->rising_steps, verdict->steps);
+    }
     out += "\n";
     if (finding.seconds_until_full && finding.device_total_bytes) {
       if (*finding.seconds_until_full > 0) {

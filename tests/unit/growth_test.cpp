@@ -77,6 +77,69 @@ TEST(GrowthRuleTest, ARiseBelowTheThresholdIsNotReported) {
   EXPECT_FALSE(evaluate_growth(0, lows, 0.1, 1 * kMiB).growing);
 }
 
+// The late-start rule: steady for most of the run, then a leak over the last windows only.
+std::vector<double> steady_then(std::vector<double> tail) {
+  std::vector<double> lows{0};
+  while (lows.size() + tail.size() < 20) lows.push_back(64);
+  lows.insert(lows.end(), tail.begin(), tail.end());
+  return lows;
+}
+
+TEST(GrowthRuleTest, ALeakThatStartsLateIsFoundSinceItsFirstRise) {
+  // 16 flat windows, then 68, 72, 76 MiB: 3 rises in 18 steps fail the main rule's quarter.
+  GrowthDevice verdict = evaluate_growth(0, mib(steady_then({68, 72, 76})), 0.5, 80 * kMiB);
+  EXPECT_EQ(verdict.rising_steps, 3u);
+  EXPECT_EQ(verdict.steps, 18u);
+  ASSERT_TRUE(verdict.growing);
+  EXPECT_EQ(verdict.first_window, 16u);  // the last flat window: the rise starts after it
+  EXPECT_NEAR(verdict.slope_bytes_per_s, 8.0 * kMiB, 1.0);  // 4 MiB per 0.5 s window
+  EXPECT_NEAR(verdict.fitted_rise_bytes, 12.0 * kMiB, 1.0);
+}
+
+TEST(GrowthRuleTest, LateRisesThatFallOrHappenOnceOrStaySmallAreNotGrowth) {
+  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({64, 64, 96})), 0.5, 100 * kMiB).growing);      // one jump
+  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({68, 66, 72, 76})), 0.5, 80 * kMiB).growing);  // a fall
+  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({64.1, 64.2, 64.3})), 0.5, 80 * kMiB).growing);  // < 4 MiB
+  // Noise that rises three times without falling is a rise (and counted), but noise that comes back is not.
+  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({70, 64, 70, 64, 70})), 0.5, 80 * kMiB).growing);
+}
+
+TEST(GrowthTest, ALateLeakInATraceIsReportedWithItsStartAndStack) {
+  // 100 steps of 1 ms with a 1 MiB temporary; from step 75 on, 4 MiB more leak each step (the last 5 windows).
+  TraceBuilder builder;
+  int64_t module = builder.module("/app", 0x1000, 0x10000);
+  int64_t temporary = builder.stack({0x1200});
+  int64_t leak = builder.stack({0x1300});
+  builder.symbol(0x1200, "make_temporary", "loop.cu", 20, module);
+  builder.symbol(0x1300, "late_cache", "loop.cu", 30, module);
+  builder.begin();
+  int64_t next_leak = 0x200000000;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t t = kMs + i * kMs;
+    builder.alloc(t, 0x180000000, 1 * kMiB, temporary);
+    if (i >= 75) {
+      builder.alloc(t + 100'000, next_leak, 4 * kMiB, leak);
+      next_leak += 4 * kMiB;
+    }
+    builder.free(t + 500'000, 0x180000000);
+  }
+  builder.commit();
+  Report report = analyze(builder);
+  ASSERT_TRUE(report.growth.analyzed) << report.growth.reason;
+  ASSERT_EQ(report.growth.findings.size(), 1u);
+  const GrowthFinding& finding = report.growth.findings[0];
+  EXPECT_TRUE(finding.late_start);
+  // Steady until about step 75 (76 ms into the trace), then growing: the start is a window boundary
+  // (windows of ~5 ms) at most one window before the first leak.
+  EXPECT_GE(finding.start_time_ns, 70 * kMs);
+  EXPECT_LE(finding.start_time_ns, 77 * kMs);
+  ASSERT_FALSE(finding.stacks.empty());
+  EXPECT_EQ(finding.stacks[0].stack.frames.at(0).function.value_or(""), "late_cache");
+  const uint64_t grown = finding.stacks[0].end_bytes - finding.stacks[0].start_bytes;
+  EXPECT_GT(grown, 0u);
+  EXPECT_EQ(grown % (4 * kMiB), 0u);  // whole leaked steps
+}
+
 // `iterations` steps of 1 ms: a 1 MiB temporary allocated and freed, and (when leak_bytes > 0) a leak.
 struct LoopTrace {
   int64_t temporary = 0;
