@@ -4,11 +4,14 @@
 //
 // When a driver-level backend counts (CUPTI or the driver hooks, recorder/backend.h), the allocation and free
 // hooks record nothing themselves: they only name the runtime call in progress, so the driver-level event for
-// the same allocation is reported under the name the app used. Nothing is counted twice.
+// the same allocation is reported under the name the app used. Nothing is counted twice. The allocation hooks
+// also take the app's stack before the call (recorder/caller_stack.h): the driver-level event uses it instead
+// of walking through the CUDA libraries' frames.
 #include <cuda_runtime_api.h>
 
 #include "interpose/backend_start.h"
 #include "interpose/hook_table.h"
+#include "recorder/caller_stack.h"
 #include "recorder/backend.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
@@ -102,9 +105,11 @@ void record_stream_event(EventKind kind, Api api, cudaStream_t stream, cudaError
     gmt::interpose::ensure_backend_started();                                            \
     if (gmt::recorder::driver_level_backend()) {                                         \
       gmt::recorder::RuntimeApiScope naming(Api::api);                                   \
+      gmt::recorder::CallerStack caller_stack(!gmt::recorder::t_in_hook);                \
       return real args;                                                                  \
     }                                                                                    \
     HookScope scope;                                                                     \
+    gmt::recorder::CallerStack caller_stack(scope.active());                             \
     cudaError_t result = real args;                                                      \
     if (scope.active())                                                                  \
       record_allocation(Api::api, memory_kind, result, result == cudaSuccess ? (ptr_expr) : nullptr, \

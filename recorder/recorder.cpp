@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "recorder/backend.h"
+#include "recorder/caller_stack.h"
 #include "recorder/guard.h"
 #include "recorder/module_map.h"
 #include "recorder/settings.h"
@@ -348,7 +349,14 @@ void record(EventRecord& event, bool take_stack) {
   if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();  // a hook before our constructor
   Recorder& r = *g_recorder;
   RawStack raw;
-  if (take_stack && settings().take_stacks) capture_stack(raw);  // outside the lock: the costly part
+  const RawStack* stack = nullptr;
+  if (take_stack && settings().take_stacks) {  // outside the lock: the costly part
+    stack = t_caller_stack;  // taken by the runtime hook this event is recorded in (caller_stack.h)
+    if (!stack) {
+      capture_stack(raw);
+      stack = &raw;
+    }
+  }
 
   yield_to_fork(r);
   std::unique_lock lock(r.mutex);
@@ -363,7 +371,7 @@ void record(EventRecord& event, bool take_stack) {
   } else {
     r.last_time_ns = event.time_ns;
   }
-  if (raw.depth > 0) event.stack_id = r.stacks.intern(raw);
+  if (stack && stack->depth > 0) event.stack_id = r.stacks.intern(*stack);
   if (!r.writer_started) start_writer_locked(r);
   if (!r.current) r.current = take_spare_chunk(r);
   r.current->events[r.current->count++] = event;
