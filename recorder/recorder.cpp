@@ -358,6 +358,13 @@ void record(EventRecord& event, bool take_stack) {
     }
   }
 
+  // A stack this thread recorded before is found in its own cache, outside the lock (stacks.h).
+  uint64_t hash = 0;
+  if (stack && stack->depth > 0) {
+    hash = stack_hash(*stack);
+    event.stack_id = cached_stack_id(r.stacks, *stack, hash);
+  }
+
   yield_to_fork(r);
   std::unique_lock lock(r.mutex);
   HoldsRecorderLock holds;  // destroyed before `lock`: cleared while the mutex is still held
@@ -371,7 +378,11 @@ void record(EventRecord& event, bool take_stack) {
   } else {
     r.last_time_ns = event.time_ns;
   }
-  if (stack && stack->depth > 0) event.stack_id = r.stacks.intern(*stack);
+  if (stack && stack->depth > 0 && event.stack_id == 0) {
+    StackTable::Interned interned = r.stacks.intern(*stack, hash);
+    event.stack_id = interned.id;
+    remember_stack_id(r.stacks, *stack, hash, interned);
+  }
   if (!r.writer_started) start_writer_locked(r);
   if (!r.current) r.current = take_spare_chunk(r);
   r.current->events[r.current->count++] = event;

@@ -2,11 +2,13 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <libunwind.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 
 #include "recorder/python_frames.h"
 
@@ -130,22 +132,86 @@ void skip_cuda_library_frames() {
   }
 }
 
-uint32_t StackTable::intern(const RawStack& stack) {
-  if (stack.depth <= 0) return 0;
-  uint64_t h = hash_pcs(stack.pcs, stack.depth);
+uint64_t stack_hash(const RawStack& stack) { return hash_pcs(stack.pcs, std::max(stack.depth, 0)); }
+
+StackTable::Interned StackTable::intern(const RawStack& stack, uint64_t h) {
+  if (stack.depth <= 0) return {};
   auto [begin, end] = ids_by_hash_.equal_range(h);
   for (auto it = begin; it != end; ++it) {
     const auto& known = stacks_[it->second - 1];
     if (known.size() == static_cast<size_t>(stack.depth) &&
         std::memcmp(known.data(), stack.pcs, known.size() * sizeof(uintptr_t)) == 0) {
-      return it->second;
+      return {it->second, known.data()};
     }
   }
   auto id = static_cast<uint32_t>(stacks_.size() + 1);
+  // Moving the outer vector when it grows keeps every inner buffer where it is: Interned::pcs stays valid.
   stacks_.emplace_back(stack.pcs, stack.pcs + stack.depth);
   ids_by_hash_.emplace(h, id);
   new_stacks_.push_back(NewStack{id, stacks_.back()});
-  return id;
+  return {id, stacks_.back().data()};
+}
+
+namespace {
+
+struct StackCacheEntry {
+  const StackTable* table = nullptr;
+  uint64_t hash = 0;
+  const uintptr_t* pcs = nullptr;
+  uint32_t depth = 0;
+  uint32_t id = 0;
+};
+
+constexpr size_t kStackCacheEntries = 128;  // 4 KiB per thread that records stacks
+struct StackCache {
+  StackCacheEntry entries[kStackCacheEntries];
+};
+
+// Allocated on the thread's first stack, freed at its exit (pthread key destructor). A pointer in
+// initial-exec TLS: no allocation, no lock to read it.
+thread_local StackCache* t_stack_cache __attribute__((tls_model("initial-exec"))) = nullptr;
+pthread_key_t g_stack_cache_key;
+bool g_stack_cache_key_made = false;
+
+void make_stack_cache_key() {
+  g_stack_cache_key_made = pthread_key_create(&g_stack_cache_key, [](void* cache) {
+                             t_stack_cache = nullptr;
+                             delete static_cast<StackCache*>(cache);
+                           }) == 0;
+}
+
+StackCache* stack_cache_of_this_thread() {
+  if (t_stack_cache) return t_stack_cache;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, make_stack_cache_key);
+  if (!g_stack_cache_key_made) return nullptr;
+  auto* cache = new (std::nothrow) StackCache;
+  if (!cache) return nullptr;
+  if (pthread_setspecific(g_stack_cache_key, cache) != 0) {
+    delete cache;
+    return nullptr;
+  }
+  return t_stack_cache = cache;
+}
+
+}  // namespace
+
+uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash) {
+  const StackCache* cache = t_stack_cache;
+  if (!cache || stack.depth <= 0) return 0;
+  const StackCacheEntry& e = cache->entries[hash % kStackCacheEntries];
+  if (e.table != &table || e.hash != hash || e.depth != static_cast<uint32_t>(stack.depth)) return 0;
+  if (std::memcmp(e.pcs, stack.pcs, e.depth * sizeof(uintptr_t)) != 0) return 0;
+  return e.id;
+}
+
+void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash,
+                       StackTable::Interned interned) {
+  if (interned.id == 0) return;
+  StackCache* cache = stack_cache_of_this_thread();
+  if (!cache) return;
+  cache->entries[hash % kStackCacheEntries] =
+      StackCacheEntry{&table, hash, interned.pcs, static_cast<uint32_t>(stack.depth), interned.id};
 }
 
 std::vector<NewStack> StackTable::take_new_stacks() {

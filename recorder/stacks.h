@@ -32,11 +32,19 @@ struct NewStack {
   std::vector<uintptr_t> pcs;
 };
 
+// The hash by which stacks are interned and cached, computed once per event, outside the recorder's lock.
+uint64_t stack_hash(const RawStack& stack);
+
 // Interns stacks: equal PC sequences get equal ids (1, 2, ...). Not thread-safe: the recorder calls it
 // under its lock. New stacks are queued for the writer.
 class StackTable {
  public:
-  uint32_t intern(const RawStack& stack);
+  struct Interned {
+    uint32_t id = 0;
+    const uintptr_t* pcs = nullptr;  // the table's copy: never moves nor changes (tables are never destroyed)
+  };
+  Interned intern(const RawStack& stack, uint64_t hash);
+  uint32_t intern(const RawStack& stack) { return intern(stack, stack_hash(stack)).id; }
   std::vector<NewStack> take_new_stacks();
   size_t size() const { return stacks_.size(); }
 
@@ -45,5 +53,13 @@ class StackTable {
   std::vector<std::vector<uintptr_t>> stacks_;  // index id - 1
   std::vector<NewStack> new_stacks_;
 };
+
+// A per-thread memo in front of a StackTable, so that a stack this thread recorded before costs its hash and
+// one compare of its PCs, without the recorder's lock. Exact: a hit compares every PC and the depth against
+// the table's copy, so it returns what intern() would; entries of another table (a forked child's fresh
+// recorder) never match. Direct-mapped: a colliding stack replaces the entry.
+uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash);
+void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash,
+                       StackTable::Interned interned);
 
 }  // namespace gmt::recorder
