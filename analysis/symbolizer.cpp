@@ -59,6 +59,15 @@ struct Module {
   bool cu_ranges_built = false;
   std::vector<CuRange> cu_ranges;
   Dwarf_Addr dwarf_bias = 0;
+  // The function-name reuse (see function_name), built on first need.
+  bool symbol_bounds_built = false;
+  std::vector<uint64_t> symbol_bounds;  // every symbol's start and end address, sorted
+  struct LastName {
+    uint64_t address = 0;         // the address it was looked up for
+    uint64_t begin = 0, end = 0;  // the sized symbol libdw chose: [begin, end) holds `address`
+    std::optional<std::string> name;
+    bool valid = false;
+  } last;
 };
 
 std::string to_hex(const unsigned char* bytes, int length) {
@@ -213,13 +222,55 @@ struct Symbol {
 // to a function inlined into it (then file:line points into e.g. a header, not into `function`). Walking
 // dwarf_getscopes for DW_TAG_inlined_subroutine would give the inline chain and its call sites, but one
 // symbols row per pc has room for only one frame.
+// Every symbol's start and end (the addresses libdw compares, i.e. with the module's bias): the points where the
+// set of symbols holding an address can change.
+void build_symbol_bounds(Module& module) {
+  module.symbol_bounds_built = true;
+  int count = dwfl_module_getsymtab(module.dwfl_module);
+  for (int i = 0; i < count; ++i) {
+    GElf_Sym sym{};
+    GElf_Addr value = 0;
+    if (dwfl_module_getsym_info(module.dwfl_module, i, &sym, &value, nullptr, nullptr, nullptr) == nullptr) continue;
+    module.symbol_bounds.push_back(value);
+    module.symbol_bounds.push_back(value + sym.st_size);
+  }
+  std::sort(module.symbol_bounds.begin(), module.symbol_bounds.end());
+}
+
+// The function at address, as dwfl_module_addrinfo names it. dwfl_module_addrinfo walks the whole symbol table
+// for every address (~50 us per pc in a large binary, 84% of symbolizing: docs/benchmarks.md). Its answer
+// depends only on the set of symbols at or below the address and which of them hold it (and on the table's
+// order, which is fixed), so when no symbol starts or ends between the previous address and this one, the
+// answer is the same: reused when the previous answer was a sized symbol that also holds this address. Pcs
+// come sorted, so the pcs of one function follow each other. tests/unit/symbol_reuse_test.cpp checks every
+// name against libdw's own answer.
+std::optional<std::string> function_name(Module& module, uint64_t address) {
+  if (!module.symbol_bounds_built) build_symbol_bounds(module);
+  Module::LastName& last = module.last;
+  if (last.valid && address >= last.begin && address < last.end) {
+    uint64_t low = std::min(address, last.address), high = std::max(address, last.address);
+    auto bound = std::upper_bound(module.symbol_bounds.begin(), module.symbol_bounds.end(), low);
+    if (bound == module.symbol_bounds.end() || *bound > high) return last.name;
+  }
+  GElf_Off offset = 0;
+  GElf_Sym sym{};
+  const char* name = dwfl_module_addrinfo(module.dwfl_module, address, &offset, &sym, nullptr, nullptr, nullptr);
+  last = {};
+  if (name == nullptr || *name == '\0') return std::nullopt;
+  last.name = demangle(name);
+  if (sym.st_size > 0 && offset < sym.st_size) {
+    last.address = address;
+    last.begin = address - offset;
+    last.end = last.begin + sym.st_size;
+    last.valid = true;
+  }
+  return last.name;
+}
+
 Symbol lookup(Module& module, uint64_t address) {
   Dwfl_Module* mod = module.dwfl_module;
   Symbol symbol;
-  GElf_Off offset = 0;
-  GElf_Sym sym{};
-  const char* name = dwfl_module_addrinfo(mod, address, &offset, &sym, nullptr, nullptr, nullptr);
-  if (name != nullptr && *name != '\0') symbol.function = demangle(name);
+  symbol.function = function_name(module, address);
 
   const char* file = nullptr;
   int line_number = 0;
