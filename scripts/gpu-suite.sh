@@ -45,5 +45,6 @@ fi
 if [ -n "${GMT_CPU_BENCH:-}" ]; then
   taskset -c 0,1 python3 bench/trace_throughput.py "$build" --rounds 3 2>&1 | tee "$out/trace_throughput.txt"
   taskset -c 0,1 python3 bench/report_speed.py "$build" --millions 1 10 50 --rounds 1 2>&1 | tee "$out/report_speed.txt"
+  taskset -c 0,1 python3 bench/hook_cost.py "$build" --rounds 5 2>&1 | tee "$out/hook_cost.txt"
 fi
 exit $status
