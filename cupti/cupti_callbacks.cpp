@@ -1,6 +1,6 @@
 // The CUPTI callback: turns one driver-API call into the events of recorder/driver_events.h (the same
-// events the driver entry-point hooks record for the same call), and remembers which runtime call is in
-// progress so those events carry the name the app used.
+// events the driver entry-point hooks record for the same call), named after the runtime call in progress
+// (runtime_naming.h) so those events carry the name the app used.
 //
 // Parameters are read from CUPTI's generated `*_params` structs (generated_cuda_meta.h); the field names
 // below are checked by the compiler against that header. Order (STYLE.md rule 5): allocations and creations
@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "cupti/cupti_loader.h"
+#include "cupti/runtime_naming.h"
 #include "recorder/backend.h"
 #include "recorder/driver_events.h"
 #include "recorder/guard.h"
@@ -28,33 +29,11 @@ using schema::Api;
 using schema::EventKind;
 using schema::MemoryKind;
 
-// The runtime call this thread is inside, as our runtime callbacks saw it: the equivalent of
-// recorder::RuntimeApiScope for programs whose cudart we cannot interpose (static cudart). The outermost call
-// names the event; its exit is matched by correlation id, so an exit whose entry we never saw (CUPTI was
-// started in the middle of that call, e.g. from cuInit inside the first cudaMalloc) clears nothing.
-struct RuntimeCall {
-  Api api = Api::Unknown;
-  uint32_t correlation_id = 0;
-};
-thread_local RuntimeCall t_runtime_call __attribute__((tls_model("initial-exec")));
-
 Api api_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   for (const CallbackSite& site : kCallbackSites) {
     if (site.cbid == cbid && site.domain == domain) return site.api;
   }
   return Api::Unknown;
-}
-
-void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData& data, bool active) {
-  if (data.callbackSite == CUPTI_API_ENTER) {
-    if (!active || t_runtime_call.api != Api::Unknown) return;
-    t_runtime_call = {api_of(CUPTI_CB_DOMAIN_RUNTIME_API, cbid), data.correlationId};
-    return;
-  }
-  // Cleared even when nested in one of our hooks: a stale name would mislabel every later event.
-  if (t_runtime_call.api != Api::Unknown && t_runtime_call.correlation_id == data.correlationId) {
-    t_runtime_call = {};
-  }
 }
 
 // One driver callback being translated.
@@ -95,8 +74,9 @@ int16_t device_of_location(const Call& c, const CUmemLocation* location) {
 DriverCall driver_call(const Call& c, int16_t device, CUstream stream = nullptr) {
   DriverCall call;
   // make_event prefers recorder::current_runtime_api() (set by the cudart hooks); ours is the fallback for
-  // runtimes the hooks cannot see.
-  call.driver_api = t_runtime_call.api != Api::Unknown ? t_runtime_call.api : c.driver_api;
+  // runtimes the hooks cannot see (runtime_naming.h).
+  const Api runtime_api = runtime_call_in_progress();
+  call.driver_api = runtime_api != Api::Unknown ? runtime_api : c.driver_api;
   call.source = schema::Source::Cupti;
   call.result = c.result;
   call.device = device;
@@ -132,6 +112,7 @@ std::optional<DeviceMemoryInfo> memory_after_failure(const Call& c, MemoryKind k
 void alloc(const Call& c, MemoryKind kind, uint64_t address, uint64_t size, CUstream stream = nullptr,
            uint64_t pool = 0) {
   if (c.data.callbackSite != CUPTI_API_EXIT) return;
+  note_allocation(recorder::current_runtime_api() != Api::Unknown);
   int16_t device = kind == MemoryKind::HostPinned ? int16_t{-1} : device_of_context(c);
   recorder::record_driver_alloc(driver_call(c, device, stream), kind, address, size, pool,
                                 memory_after_failure(c, kind));

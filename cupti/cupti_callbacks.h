@@ -5,7 +5,8 @@
 // links by default and LD_PRELOAD cannot see; shared cudart; the driver API; PyTorch's VMM calls through
 // cudaGetDriverEntryPointByVersion). Runtime-API callbacks count nothing: they only name the runtime call
 // in progress, so a cuMemAlloc_v2 made by cudaMalloc is reported as cudaMalloc (a runtime call also raises
-// the driver callback, with the same correlation id: counting at both layers would count twice).
+// the driver callback, with the same correlation id: counting at both layers would count twice). They are
+// switched off while our cudart hooks name the calls instead (runtime_naming.h).
 #pragma once
 
 #include <cupti.h>

@@ -1,5 +1,5 @@
 // Starting the CUPTI backend: load libcupti, take CUPTI's one subscriber slot, enable the callback ids of
-// cupti_callbacks.h. All or nothing: any failure after subscribing disables what was enabled, in reverse
+// cupti_callbacks.h (runtime_naming.h may later switch the runtime ones off and on again). All or nothing: any failure after subscribing disables what was enabled, in reverse
 // order, and unsubscribes, so the fallback backend runs in a process CUPTI no longer calls into.
 //
 // No activity kinds are enabled in this version: the callbacks see every call synchronously (with its
@@ -15,6 +15,7 @@
 #include "cupti/cupti_backend.h"
 #include "cupti/cupti_callbacks.h"
 #include "cupti/cupti_loader.h"
+#include "cupti/runtime_naming.h"
 
 namespace gmt::cupti {
 namespace {
@@ -110,6 +111,7 @@ bool start(std::string& why) {
   if (!table) return false;
   if (!subscribe(table, why)) return false;
   if (!enable_sites(table, why)) return false;
+  start_runtime_naming(table, g_subscriber);
   // Callbacks may already run on other threads, but they record nothing (and read no table) until the
   // backend is set after we return, so the table can still be completed here.
   resolve_driver_functions(*table);

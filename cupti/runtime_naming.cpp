@@ -1,0 +1,94 @@
+// The runtime-callback state machine of runtime_naming.h.
+#include "cupti/runtime_naming.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+
+#include "cupti/cupti_callbacks.h"
+
+namespace gmt::cupti {
+namespace {
+
+using schema::Api;
+
+enum Phase : uint8_t {
+  kOn = 1,       // enabled at start: nothing proves yet that the hooks name the calls
+  kOff = 2,      // a cudart hook named an allocation: the callbacks are disabled
+  kOnAgain = 3,  // an allocation arrived unnamed while off: enabled again, for good
+  kForced = 4,   // GMT_CUPTI_RUNTIME_CALLBACKS=1: enabled, never switched off
+};
+
+// Written by start_runtime_naming() before the backend is set (no callback records before then), then read.
+const CuptiTable* g_table = nullptr;
+CUpti_SubscriberHandle g_subscriber = nullptr;
+std::atomic<uint8_t> g_phase{kOn};
+
+// The outermost runtime call of this thread: the equivalent of recorder::RuntimeApiScope for a runtime we
+// cannot interpose. `phase`: when its entry was seen. An exit whose entry we never saw (CUPTI started in the
+// middle of that call, e.g. from cuInit inside the first cudaMalloc) clears nothing.
+struct RuntimeCall {
+  Api api = Api::Unknown;
+  uint32_t correlation_id = 0;
+  uint8_t phase = 0;
+};
+thread_local RuntimeCall t_runtime_call __attribute__((tls_model("initial-exec")));
+
+Api api_of_runtime(CUpti_CallbackId cbid) {
+  for (const CallbackSite& site : kCallbackSites) {
+    if (site.cbid == cbid && site.domain == CUPTI_CB_DOMAIN_RUNTIME_API) return site.api;
+  }
+  return Api::Unknown;
+}
+
+bool enabled(uint8_t phase) { return phase != kOff; }
+
+// One thread wins the move from `from` to `to` and (dis)ables the runtime sites. The phase changes first, so
+// an entry seen during the switch is already stale (never a wrong name, at worst a missing one). A failure
+// is reported once on stderr by GMT_CUPTI_CALL; the driver callbacks count on regardless.
+void switch_phase(uint8_t from, uint8_t to) {
+  if (!g_phase.compare_exchange_strong(from, to, std::memory_order_acq_rel)) return;
+  const uint32_t enable = enabled(to) ? 1 : 0;
+  for (const CallbackSite& site : kCallbackSites) {
+    if (site.domain != CUPTI_CB_DOMAIN_RUNTIME_API) continue;
+    GMT_CUPTI_CALL(g_table, nullptr, cuptiEnableCallback, enable, g_subscriber, site.domain, site.cbid);
+  }
+}
+
+}  // namespace
+
+void start_runtime_naming(const CuptiTable* table, CUpti_SubscriberHandle subscriber) {
+  g_table = table;
+  g_subscriber = subscriber;
+  const char* forced = std::getenv(kEnvRuntimeCallbacks);
+  g_phase.store(forced && *forced == '1' ? kForced : kOn, std::memory_order_release);
+}
+
+void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData& data, bool active) {
+  if (data.callbackSite == CUPTI_API_ENTER) {
+    const uint8_t phase = g_phase.load(std::memory_order_relaxed);
+    if (!active || !enabled(phase) || runtime_call_in_progress() != Api::Unknown) return;
+    t_runtime_call = {api_of_runtime(cbid), data.correlationId, phase};
+    return;
+  }
+  // Cleared even when nested in one of our hooks: a stale name would mislabel every later event.
+  if (t_runtime_call.api != Api::Unknown && t_runtime_call.correlation_id == data.correlationId) {
+    t_runtime_call = {};
+  }
+}
+
+Api runtime_call_in_progress() {
+  if (t_runtime_call.api == Api::Unknown) return Api::Unknown;
+  return t_runtime_call.phase == g_phase.load(std::memory_order_relaxed) ? t_runtime_call.api : Api::Unknown;
+}
+
+void note_allocation(bool named_by_hook) {
+  const uint8_t phase = g_phase.load(std::memory_order_relaxed);
+  if (phase == kOn && named_by_hook) {
+    switch_phase(kOn, kOff);
+  } else if (phase == kOff && !named_by_hook) {
+    switch_phase(kOff, kOnAgain);
+  }
+}
+
+}  // namespace gmt::cupti
