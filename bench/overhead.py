@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side cost of the profiler: runs bench/alloc_pairs raw and under `gpumemtrace run` with each backend
-(and CUPTI without stacks), interleaved, several rounds, and prints the median ns per pair of each case, its spread, and the
-ratio to raw. Device timings move by tens of percent between runs, so only interleaved medians are compared.
+(and CUPTI without stacks, and CUPTI with its runtime-API callbacks forced on), interleaved, several rounds,
+and prints the median ns per pair of each case, its spread, and the ratio to raw. Device timings move by tens of percent between runs, so only interleaved medians are compared.
 
 Usage: bench/overhead.py BUILD_DIR [rounds=5] [--simulate] [--with-sanitizer]
   --with-sanitizer: also `compute-sanitizer --leak-check full` (the peer; slow), on a GPU only
@@ -37,6 +37,10 @@ def main():
         for backend in ("cupti", "hooks", "runtime"):
             variants[backend] = profiled("--backend", backend)
         variants["cupti, no stacks"] = profiled("--backend", "cupti", "--no-stacks")
+        # CUPTI's runtime-API callbacks kept on throughout (the behaviour before cupti/runtime_naming.h), to
+        # see what switching them off saves in the same interleaved run.
+        variants["cupti, runtime callbacks"] = lambda trace: ["env", "GMT_CUPTI_RUNTIME_CALLBACKS=1",
+                                                              *profiled("--backend", "cupti")(trace)]
         if "--with-sanitizer" in sys.argv:
             sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
             variants["compute-sanitizer"] = lambda trace: [sanitizer, "--leak-check", "full", bench]

@@ -4,6 +4,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+
+#include <unistd.h>
 
 #include "cupti/cupti_callbacks.h"
 
@@ -23,6 +26,7 @@ enum Phase : uint8_t {
 const CuptiTable* g_table = nullptr;
 CUpti_SubscriberHandle g_subscriber = nullptr;
 std::atomic<uint8_t> g_phase{kOn};
+bool g_debug = false;  // GMT_DEBUG_CUPTI_NAMING=1: one stderr line per switch
 
 // The outermost runtime call of this thread: the equivalent of recorder::RuntimeApiScope for a runtime we
 // cannot interpose. `phase`: when its entry was seen. An exit whose entry we never saw (CUPTI started in the
@@ -53,6 +57,14 @@ void switch_phase(uint8_t from, uint8_t to) {
     if (site.domain != CUPTI_CB_DOMAIN_RUNTIME_API) continue;
     GMT_CUPTI_CALL(g_table, nullptr, cuptiEnableCallback, enable, g_subscriber, site.domain, site.cbid);
   }
+  if (g_debug) {
+    // write(2): no stdio buffering shared with the app, and safe inside a CUPTI callback.
+    const char* line = enable
+                           ? "gpumemtrace: CUPTI runtime-API callbacks on again (an allocation no cudart hook named)\n"
+                           : "gpumemtrace: CUPTI runtime-API callbacks off (the cudart hooks name the allocations)\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line, std::strlen(line));
+    (void)ignored;
+  }
 }
 
 }  // namespace
@@ -60,6 +72,8 @@ void switch_phase(uint8_t from, uint8_t to) {
 void start_runtime_naming(const CuptiTable* table, CUpti_SubscriberHandle subscriber) {
   g_table = table;
   g_subscriber = subscriber;
+  const char* debug = std::getenv(kEnvDebugNaming);
+  g_debug = debug && *debug == '1';
   const char* forced = std::getenv(kEnvRuntimeCallbacks);
   g_phase.store(forced && *forced == '1' ? kForced : kOn, std::memory_order_release);
 }

@@ -183,6 +183,43 @@ class UnusualAppsTest(TraceDirTestCase):
                 self.assertEqual((holder["bytes"], holder["count"]), (1 << 20, 1))
 
 
+class CuptiRuntimeNamesTest(TraceDirTestCase):
+    """Under CUPTI the runtime-API callbacks only name events; they are switched off once the cudart hooks name
+    the allocations (cupti/runtime_naming.h). Names and counts must not change: leaky (shared cudart, named by
+    the hooks with the callbacks off) and leaky_static (static cudart, named by the callbacks, which stay on)
+    record exactly the events of leaky under the runtime backend, api names included; so does the old
+    behaviour (GMT_CUPTI_RUNTIME_CALLBACKS=1)."""
+
+    def memory_events(self, backend, name, env=None, tag=""):
+        trace = self.path(f"names-{name}-{backend}{tag}.db")
+        env = {"GMT_DEBUG_CUPTI_NAMING": "1", **(env or {})}
+        result = run_cli("run", "--backend", backend, "-o", trace, "--", sample(name), env=env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        db = sqlite3.connect(trace)
+        rows = db.execute("SELECT e.kind, a.name, e.memory_kind, e.size FROM events e JOIN apis a ON a.id = e.api "
+                          "WHERE e.kind IN (1, 2, 3) ORDER BY e.id").fetchall()
+        backend_used = db.execute("SELECT value FROM meta WHERE key = 'backend'").fetchone()[0]
+        db.close()
+        self.assertEqual(backend_used, backend, result.stderr)
+        return sorted(rows), result.stderr
+
+    def test_api_names_and_counts_equal_the_runtime_backends(self):
+        expected, _ = self.memory_events("runtime", "leaky")
+        self.assertTrue(expected)
+        self.assertTrue(all(api.startswith("cuda") for _, api, _, _ in expected), expected)
+        switched_off = "runtime-API callbacks off"
+        on_again = "runtime-API callbacks on again"
+        for name in ("leaky", "leaky_static"):
+            for forced in (False, True):
+                with self.subTest(sample=name, forced=forced):
+                    env = {"GMT_CUPTI_RUNTIME_CALLBACKS": "1"} if forced else {}
+                    rows, stderr = self.memory_events("cupti", name, env, "-forced" if forced else "")
+                    self.assertEqual(rows, expected, stderr[-2000:])
+                    # The shared cudart's hooks switch the callbacks off; a static cudart keeps them on.
+                    self.assertEqual(switched_off in stderr, name == "leaky" and not forced, stderr[-2000:])
+                    self.assertNotIn(on_again, stderr)
+
+
 class PyTorchTest(TraceDirTestCase):
     figures = []
 
