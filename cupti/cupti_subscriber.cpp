@@ -1,6 +1,7 @@
 // Starting the CUPTI backend: load libcupti, take CUPTI's one subscriber slot, enable the callback ids of
-// cupti_callbacks.h (runtime_naming.h may later switch the runtime ones off and on again). All or nothing: any failure after subscribing disables what was enabled, in reverse
-// order, and unsubscribes, so the fallback backend runs in a process CUPTI no longer calls into.
+// cupti_callbacks.h (runtime_naming.h may later switch the runtime ones off and on again). All or nothing:
+// any failure after subscribing disables what was enabled, in reverse order, and unsubscribes, so the
+// fallback backend runs in a process CUPTI no longer calls into.
 //
 // No activity kinds are enabled in this version: the callbacks see every call synchronously (with its
 // stack), which is all the trace needs. flush() is therefore a no-op until an activity kind is added.
