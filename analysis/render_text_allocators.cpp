@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "analysis/format.h"
@@ -133,15 +134,17 @@ AllocatorCurves allocator_curves(const Report& report, const AllocatorDevice& d,
   AllocatorCurves curves;
   const Timeline& timeline = report.timeline;
   int64_t end = std::max<int64_t>(report.trace.duration_ns, timeline.bucket_ns * static_cast<int64_t>(timeline.total.size()));
-  if (!d.series.empty()) end = std::max(end, d.series.back().time_ns + 1);
+  for (const AllocatorSample& sample : d.series) {  // a damaged trace may hold any time: no overflow
+    if (sample.time_ns > end && sample.time_ns < INT64_MAX) end = sample.time_ns + 1;
+  }
   curves.end_ns = std::max<int64_t>(end, 1);
   curves.reserved.assign(columns, 0);
   curves.in_use.assign(columns, 0);
   curves.cuda_level.assign(columns, 0);
   auto column_of = [&](int64_t t) {
     if (t <= 0) return size_t{0};
-    return std::min(columns - 1, static_cast<size_t>(static_cast<double>(t) / static_cast<double>(curves.end_ns) *
-                                                     static_cast<double>(columns)));
+    const double at = static_cast<double>(t) / static_cast<double>(curves.end_ns) * static_cast<double>(columns);
+    return at < static_cast<double>(columns - 1) ? static_cast<size_t>(at) : columns - 1;
   };
   // The allocator's level holds from one sample to the next: carried into the columns between samples.
   size_t next = 0;
@@ -149,7 +152,7 @@ AllocatorCurves allocator_curves(const Report& report, const AllocatorDevice& d,
   bool started = false;
   for (size_t c = 0; c < columns; ++c) {
     uint64_t column_reserved = started ? reserved : 0, column_in_use = started ? in_use : 0;
-    while (next < d.series.size() && column_of(d.series[next].time_ns) == c) {
+    while (next < d.series.size() && column_of(d.series[next].time_ns) <= c) {
       reserved = d.series[next].reserved_bytes;
       in_use = d.series[next].in_use_bytes;
       column_reserved = std::max(column_reserved, reserved);
