@@ -66,6 +66,28 @@ const char* GrowthDiff::status() const {
   return new_rate_bytes_per_s ? "appeared" : "disappeared";
 }
 
+namespace {
+
+std::vector<AllocatorDiff> diff_allocators(const Report& base, const Report& next) {
+  std::map<int64_t, AllocatorDiff> by_device;
+  auto add = [&by_device](const Report& report, std::optional<AllocatorFigures> AllocatorDiff::*side) {
+    if (!report.allocator_stats) return;
+    for (const AllocatorDevice& d : report.allocator_stats->devices) {
+      AllocatorDiff& entry = by_device[d.device];
+      entry.device = d.device;
+      entry.*side = AllocatorFigures{d.allocator_name, d.peak_reserved_bytes, d.peak_in_use_bytes,
+                                     d.peak_inactive_split_bytes, d.alloc_retries, d.ooms};
+    }
+  };
+  add(base, &AllocatorDiff::base);
+  add(next, &AllocatorDiff::next);
+  std::vector<AllocatorDiff> list;
+  for (auto& [device, entry] : by_device) list.push_back(std::move(entry));
+  return list;
+}
+
+}  // namespace
+
 std::string diff_stack_key(const Stack& stack) {
   if (stack.frames.empty()) return "(no frames)";  // no stack, or a missing one: nothing to tell them apart
   std::string key;
@@ -169,6 +191,7 @@ TraceDiff diff_reports(const Report& base, const Report& next, const DiffOptions
                                            format_bytes_exact(diff.leaked.base_bytes),
                                            format_bytes_exact(diff.leaked.new_bytes)));
   }
+  diff.allocators = diff_allocators(base, next);
   std::vector<const PeakDiff*> peaks{&diff.total_peak};
   for (const PeakDiff& peak : diff.device_peaks) peaks.push_back(&peak);
   for (const PeakDiff* peak : peaks) {

@@ -53,6 +53,22 @@ struct GrowthDiff {
   bool regression() const { return new_rate_bytes_per_s && !base_rate_bytes_per_s; }
 };
 
+// A framework allocator's own figures on one device in both runs (allocator_stats.h), side by side: e.g. the
+// default PyTorch allocator against expandable segments. Informational: never a regression by itself.
+struct AllocatorFigures {
+  std::string allocator;  // allocator_display_name
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t peak_in_use_bytes = 0;
+  std::optional<uint64_t> peak_inactive_split_bytes;
+  std::optional<uint64_t> alloc_retries;
+  std::optional<uint64_t> ooms;
+};
+struct AllocatorDiff {
+  int64_t device = -1;
+  std::optional<AllocatorFigures> base;  // nullopt: no allocator samples on this device in that run
+  std::optional<AllocatorFigures> next;
+};
+
 struct TraceDiff {
   std::string base_path;
   std::string new_path;
@@ -64,6 +80,7 @@ struct TraceDiff {
   std::vector<GrowthDiff> growth;      // by device
   bool base_growth_analyzed = false;
   bool new_growth_analyzed = false;
+  std::vector<AllocatorDiff> allocators;  // by device; empty when neither run has allocator samples
   std::vector<std::string> regressions;  // one sentence each, in the order: leaks, peaks, growth
 };
 
@@ -78,7 +95,9 @@ std::string render_diff_text(const TraceDiff& diff);
 //  leaked: {base_bytes, new_bytes, delta_bytes, regression},
 //  leaks[]: {status, base_bytes, new_bytes, delta_bytes, base_count, new_count, regression, stack[]},
 //  growth: {base_analyzed, new_analyzed, devices[]: {device, status, base_rate_bytes_per_s, new_rate_bytes_per_s,
-//           regression}}}
+//           regression}},
+//  allocators[]: {device, base, new} where base/new are null or {allocator, peak_reserved_bytes, peak_in_use_bytes,
+//                peak_inactive_split_bytes, alloc_retries, ooms}}
 std::string render_diff_json(const TraceDiff& diff);
 
 }  // namespace gmt::analysis

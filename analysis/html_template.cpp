@@ -131,6 +131,7 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
   var timeline = data.timeline;
   var end = Math.max(data.trace.duration_ns, timeline.bucket_ns * timeline.bucket_count, 1);
   var ranges = data.range_spans || [];
+  var allocatorDevices = data.allocator_stats ? data.allocator_stats.devices : [];
 
   function devicesShown() {
     var seen = {};
@@ -138,6 +139,7 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
     data.peak_stacks.forEach(function (p) { seen[p.device] = true; });
     data.failures.forEach(function (f) { seen[f.device] = true; });
     data.growth.findings.forEach(function (g) { seen[g.device] = true; });
+    allocatorDevices.forEach(function (a) { seen[a.device] = true; });
     return Object.keys(seen).map(Number).sort(function (a, b) { return a - b; });
   }
 
@@ -153,6 +155,8 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
     if (peak) high = Math.max(high, peak.bytes);
     pools.forEach(function (p) { high = Math.max(high, p.peak_reserved_bytes); });
     findings.forEach(function (g) { high = Math.max(high, g.start_low_bytes, g.end_low_bytes); });
+    var allocator = allocatorDevices.filter(function (a) { return a.device === device; })[0];
+    if (allocator) high = Math.max(high, allocator.peak_reserved_bytes);
     high *= 1.08;
     function x(ns) { return left + Math.max(0, Math.min(1, ns / end)) * (W - left - right); }
     function y(b) { return top + (1 - b / high) * (H - top - bottom); }
@@ -246,6 +250,23 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
       var text = svgEl('text', { x: Math.min(px + 8, W - 160), y: Math.max(py - 6, top + 10), 'class': 'marker-label' });
       text.textContent = 'peak ' + bytes(peak.bytes) + ' at ' + duration(peak.time_ns);
       svg.appendChild(text);
+    }
+    // The framework allocator's own curve (allocator_stats): a sample's level holds until the next sample.
+    if (allocator && allocator.series.length) {
+      [['reserved_bytes', 'reserved', '#7a3fb8', null], ['in_use_bytes', 'in use', '#7a3fb8', '5 3']].forEach(function (k) {
+        var points = [];
+        allocator.series.forEach(function (s, i) {
+          var next = i + 1 < allocator.series.length ? allocator.series[i + 1].time_ns : s.time_ns;
+          points.push(x(s.time_ns).toFixed(1) + ',' + y(s[k[0]]).toFixed(1), x(next).toFixed(1) + ',' + y(s[k[0]]).toFixed(1));
+        });
+        var attrs = { d: 'M' + points.join('L'), fill: 'none', stroke: k[2], 'stroke-width': 1.8, 'class': 'allocator-line',
+                      'data-figure': k[0], 'data-samples': allocator.series.length };
+        if (k[3]) attrs['stroke-dasharray'] = k[3];
+        svg.appendChild(svgTitle(svgEl('path', attrs), allocator.allocator_name + ' ' + k[1] + ' (its own statistics), up to ' +
+                                 bytes(k[0] === 'reserved_bytes' ? allocator.peak_reserved_bytes : allocator.peak_in_use_bytes)));
+        paths++;
+      });
+      append(legend, el('span', { style: '--swatch:#7a3fb8' }, allocator.allocator_name + ': reserved (solid) and in use (dashed), its own figures'));
     }
     svg.setAttribute('data-drawn', String(paths));  // how many series were drawn: read by the tests
     return el('div', { class: 'plot' }, el('h3', {}, deviceName(device) + (peak ? ': peak ' + bytes(peak.bytes) : '')), svg, legend);
@@ -351,6 +372,44 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
     })));
   }
   if (data.failures_not_shown) append(fail, el('p', { class: 'muted' }, data.failures_not_shown + ' more failed allocations are not shown.'));
+
+  // ---- the framework allocator's own statistics and PyTorch's OOMs ----
+  if (allocatorDevices.length) {
+    var alloc = section('Framework allocator statistics', 'allocator-stats');
+    append(alloc, table(['device', 'allocator', '#samples', '#peak reserved', '#peak in use', '#peak inactive split', '#retries',
+                         '#OOMs', '#cached at the end'], allocatorDevices.map(function (a) {
+      return el('tr', { 'class': 'allocator-device' }, el('td', {}, deviceName(a.device)), el('td', {}, a.allocator_name),
+                el('td', { class: 'num' }, a.samples), numCell(a.peak_reserved_bytes, bytes(a.peak_reserved_bytes)),
+                numCell(a.peak_in_use_bytes, bytes(a.peak_in_use_bytes)),
+                a.peak_inactive_split_bytes === null ? el('td', { class: 'num' }, '-') : numCell(a.peak_inactive_split_bytes, bytes(a.peak_inactive_split_bytes)),
+                el('td', { class: 'num' }, a.alloc_retries === null ? '-' : a.alloc_retries),
+                el('td', { class: 'num' }, a.ooms === null ? '-' : a.ooms), numCell(a.cached_at_end_bytes, bytes(a.cached_at_end_bytes)));
+    })));
+    allocatorDevices.forEach(function (a) {
+      if (a.cached_at_end_bytes) append(alloc, el('p', {}, deviceName(a.device) + ': ' + bytes(a.cached_at_end_bytes) + ' reserved but not in use at the end is ' + a.cache + '.'));
+      if (a.advice) append(alloc, el('p', { 'class': 'allocator-advice warning' }, deviceName(a.device) + ': ' + a.advice));
+    });
+    var ooms = data.allocator_stats.ooms;
+    if (ooms.length) {
+      append(alloc, el('h3', {}, 'PyTorch out of memory'));
+      append(alloc, table(['#time', 'device', '#request', '#in use', '#reserved', '#inactive split', '#device free', '#CUDA-level live'],
+        ooms.map(function (o) {
+          return el('tr', { 'class': 'allocator-oom' }, el('td', { class: 'num' }, duration(o.time_ns)), el('td', {}, deviceName(o.device)),
+                    numCell(o.request_bytes, bytes(o.request_bytes)), numCell(o.in_use_bytes, bytes(o.in_use_bytes)),
+                    numCell(o.reserved_bytes, bytes(o.reserved_bytes)),
+                    el('td', { class: 'num' }, o.inactive_split_bytes === null ? '-' : bytes(o.inactive_split_bytes)),
+                    el('td', { class: 'num' }, o.device_free === null ? 'not recorded' : bytes(o.device_free)),
+                    numCell(o.cuda_live_bytes, bytes(o.cuda_live_bytes)));
+        })));
+      ooms.forEach(function (o) {
+        if (!o.top_stacks.length) return;
+        append(alloc, el('p', { class: 'muted' }, 'CUDA-level memory live on ' + deviceName(o.device) + ' at the OOM of ' + duration(o.time_ns) + ':'));
+        append(alloc, table(['#bytes', '#allocations', 'allocated at'], o.top_stacks.map(function (h) {
+          return el('tr', {}, numCell(h.bytes, bytes(h.bytes)), el('td', { class: 'num' }, h.count), stackCell(h));
+        })));
+      });
+    }
+  }
 
   if (ranges.length) {
     var nvtx = section('NVTX ranges', 'ranges');

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/allocator_stats.h"
 #include "analysis/filters.h"
 #include "analysis/trace_file.h"
 #include "schema/trace_schema.h"
@@ -398,6 +399,8 @@ struct Report {
   Growth growth;
   std::vector<DeviceFragmentation> fragmentation;  // one per device with device allocations, by device
   std::optional<std::vector<PoolUsage>> pools;     // nullopt: the trace has no pool_usage table
+  // A framework allocator's own statistics (allocator_stats.h); nullopt: the trace has no such table.
+  std::optional<AllocatorStats> allocator_stats;
   // NVTX ranges (ranges.h) and the filters in effect (filters.h).
   RangeReport ranges;
   std::vector<RangeSpan> range_spans;  // outermost first (start/end, then depth 0, 1, ...), then by start

@@ -34,6 +34,21 @@ FragmentationStats made_relative(FragmentationStats stats, int64_t origin) {
   return stats;
 }
 
+// The CUDA-level failed allocation behind a PyTorch OOM: the last one on its device at or before the OOM sample,
+// at most kOomFailureWindowNs earlier (PyTorch frees its cache and retries before it raises: the last try).
+void attach_cuda_failure(AllocatorOom& oom, const std::vector<AllocFailure>& failures) {
+  const AllocFailure* match = nullptr;
+  for (const AllocFailure& failure : failures) {
+    if (failure.time_ns > oom.time_ns) break;  // failures are in time order
+    if (failure.device == oom.device && oom.time_ns - failure.time_ns <= kOomFailureWindowNs) match = &failure;
+  }
+  if (!match) return;
+  oom.cuda_failure_event_id = match->event_id;
+  oom.cuda_failure_request_bytes = match->requested_bytes;
+  oom.device_free_bytes = match->device_free;
+  oom.device_total_bytes = match->device_total;
+}
+
 }  // namespace
 
 OverTimeTracker::DeviceState& OverTimeTracker::device_state(int64_t device) {
@@ -105,6 +120,15 @@ void OverTimeTracker::finish(const TraceFile& trace, Report& report, int64_t ori
     requests.push_back(start);
     requests.push_back(end);
   }
+  // PyTorch's out-of-memory errors (allocator_stats.h): the CUDA-level picture at each, from the same replay.
+  report.allocator_stats = read_allocator_stats(trace, relative);
+  std::vector<AllocatorOom>* ooms = report.allocator_stats ? &report.allocator_stats->ooms : nullptr;
+  const size_t ooms_first = requests.size();
+  const size_t oom_snapshots = ooms ? std::min(ooms->size(), kMaxFailureSnapshots) : 0;
+  for (size_t i = 0; i < oom_snapshots; ++i) {
+    const int64_t absolute = static_cast<int64_t>(static_cast<uint64_t>(origin) + static_cast<uint64_t>((*ooms)[i].time_ns));
+    requests.push_back(SnapshotRequest{log_.position_after(absolute), (*ooms)[i].device});
+  }
   const size_t failures_first = requests.size();
   const size_t failure_snapshots = std::min(failures_.size(), kMaxFailureSnapshots);
   for (size_t i = 0; i < failure_snapshots; ++i) {
@@ -149,6 +173,17 @@ void OverTimeTracker::finish(const TraceFile& trace, Report& report, int64_t ori
   }
 
   report.pools = read_pool_usage(trace, relative);
+  if (ooms) {
+    for (size_t i = 0; i < ooms->size(); ++i) {
+      AllocatorOom& oom = (*ooms)[i];
+      attach_cuda_failure(oom, report.failures);
+      if (i >= oom_snapshots) continue;
+      const auto& snapshot = snapshots[ooms_first + i];
+      for (const GroupBytes& group : snapshot) oom.cuda_live_bytes += group.bytes;
+      oom.top_stacks = top_stack_bytes(snapshot, options.top_stacks, groups);
+      oom.stack_groups = snapshot.size();
+    }
+  }
 }
 
 }  // namespace gmt::analysis

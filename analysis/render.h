@@ -49,6 +49,18 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   pools: null when the trace has no pool_usage table, else []: pool ("0x..."), device, samples,
 //          peak_reserved_bytes, peak_used_bytes, last_reserved_bytes, last_used_bytes, max_unused_bytes,
 //          max_unused_time_ns
+//   allocator_stats: null when the trace has no allocator_stats table, else {samples,
+//          devices[]: device, allocator ("pytorch_caching", ...), allocator_name, samples, samples_by_trigger{},
+//                     peak_in_use_bytes, peak_in_use_time_ns, peak_reserved_bytes, peak_reserved_time_ns,
+//                     peak_cached_bytes, peak_cached_time_ns, peak_inactive_split_bytes,
+//                     peak_inactive_split_time_ns, reserved_at_peak_inactive_split_bytes, alloc_retries, ooms,
+//                     in_use_at_end_bytes, reserved_at_end_bytes, cached_at_end_bytes, cache (a sentence),
+//                     fragmented, advice (null: none), series[] (sample{}), series_left_out
+//          ooms[]: time_ns, device, allocator, request_bytes, in_use_bytes, reserved_bytes, inactive_split_bytes,
+//                  alloc_retries, ooms, cuda_failure_event_id, device_free, device_total, cuda_live_bytes,
+//                  stack_groups, top_stacks[] (held{})}
+//     sample{}: time_ns, trigger ("cadence", "range_end", "oom", "exit"), in_use_bytes, reserved_bytes,
+//               inactive_split_bytes, alloc_retries, ooms, request_bytes (null where the allocator has none)
 //   ranges: available, range_count,
 //           by_name[]: name, domain (null: default), none, repetitions, allocations, allocated_bytes, frees,
 //                      freed_bytes, live_allocations, live_bytes, peak_live_bytes

@@ -65,6 +65,45 @@ Json frames_json(const Stack& stack) {
   return frames;
 }
 
+std::string optional_count(const std::optional<uint64_t>& value) {
+  return value ? std::to_string(*value) : std::string("-");
+}
+
+void append_allocators(std::string& out, const TraceDiff& diff) {
+  if (diff.allocators.empty()) return;
+  out += "\nFramework allocators (their own statistics)\n";
+  for (const AllocatorDiff& entry : diff.allocators) {
+    out += fmt::format("  device {}: base {}, new {}\n", entry.device,
+                       entry.base ? entry.base->allocator : "no samples", entry.next ? entry.next->allocator : "no samples");
+    const AllocatorFigures none;
+    const AllocatorFigures& b = entry.base ? *entry.base : none;
+    const AllocatorFigures& n = entry.next ? *entry.next : none;
+    auto bytes_row = [&out](const char* name, uint64_t base_bytes, uint64_t new_bytes) {
+      out += fmt::format("    {:<22} {:>12} {:>12} {:>13}\n", name, format_bytes(base_bytes), format_bytes(new_bytes),
+                         signed_bytes(static_cast<int64_t>(new_bytes - base_bytes)));
+    };
+    bytes_row("peak reserved", b.peak_reserved_bytes, n.peak_reserved_bytes);
+    bytes_row("peak in use", b.peak_in_use_bytes, n.peak_in_use_bytes);
+    if (b.peak_inactive_split_bytes || n.peak_inactive_split_bytes) {
+      bytes_row("peak inactive split", b.peak_inactive_split_bytes.value_or(0), n.peak_inactive_split_bytes.value_or(0));
+    }
+    out += fmt::format("    {:<22} {:>12} {:>12}\n", "alloc retries", optional_count(b.alloc_retries),
+                       optional_count(n.alloc_retries));
+    out += fmt::format("    {:<22} {:>12} {:>12}\n", "OOMs", optional_count(b.ooms), optional_count(n.ooms));
+  }
+}
+
+Json figures_json(const std::optional<AllocatorFigures>& figures) {
+  if (!figures) return Json(nullptr);
+  auto optional = [](const std::optional<uint64_t>& value) { return value ? Json(*value) : Json(nullptr); };
+  return Json{{"allocator", figures->allocator},
+              {"peak_reserved_bytes", figures->peak_reserved_bytes},
+              {"peak_in_use_bytes", figures->peak_in_use_bytes},
+              {"peak_inactive_split_bytes", optional(figures->peak_inactive_split_bytes)},
+              {"alloc_retries", optional(figures->alloc_retries)},
+              {"ooms", optional(figures->ooms)}};
+}
+
 }  // namespace
 
 std::string render_diff_text(const TraceDiff& diff) {
@@ -112,6 +151,8 @@ std::string render_diff_text(const TraceDiff& diff) {
     out += "\nGrowth: not analyzed in one or both runs (too few allocations); each report says why.\n";
   }
 
+  append_allocators(out, diff);
+
   if (diff.regressions.empty()) {
     out += "\nNo regression.\n";
   } else {
@@ -143,6 +184,10 @@ std::string render_diff_json(const TraceDiff& diff) {
                           {"new_rate_bytes_per_s", optional_number(entry.new_rate_bytes_per_s)},
                           {"regression", entry.regression()}});
   }
+  Json allocators = Json::array();
+  for (const AllocatorDiff& entry : diff.allocators) {
+    allocators.push_back(Json{{"device", entry.device}, {"base", figures_json(entry.base)}, {"new", figures_json(entry.next)}});
+  }
   Json document{
       {"base", diff.base_path},
       {"new", diff.new_path},
@@ -157,6 +202,7 @@ std::string render_diff_json(const TraceDiff& diff) {
       {"growth", Json{{"base_analyzed", diff.base_growth_analyzed},
                       {"new_analyzed", diff.new_growth_analyzed},
                       {"devices", std::move(growth)}}},
+      {"allocators", allocators},
   };
   return document.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }

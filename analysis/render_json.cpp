@@ -7,6 +7,7 @@
 #include "analysis/allocators.h"
 #include "analysis/format.h"
 #include "analysis/render_ci.h"
+#include "analysis/render_json_allocators.h"
 #include "analysis/render.h"
 
 namespace gmt::analysis {
@@ -372,6 +373,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
       {"growth", growth_json(report.growth)},
       {"fragmentation", device_fragmentation_json(report.fragmentation)},
       {"pools", pools_json(report.pools)},
+      {"allocator_stats", allocator_stats_json(report, stack_bytes_list)},
       {"ranges", ranges_json(report.ranges)},
       {"range_spans", range_spans_json(report.range_spans)},
       {"range_spans_left_out", report.range_spans_left_out},

@@ -224,7 +224,9 @@ std::string render_text(const Report& report, const RenderOptions& options) {
   append_ranges(out, report, options);
   append_fragmentation(out, report);
   append_failures(out, report, options);
+  append_allocator_ooms(out, report, options);
   append_pools(out, report);
+  append_allocator_stats(out, report);
   append_breakdown(out, report);
   append_not_shown(out, report, options);
   return out;

@@ -39,4 +39,19 @@ void append_failure_label(std::string& out, const AllocFailure& failure);
 // After a failure's stack: the largest free gap and who held the memory.
 void append_failure_forensics(std::string& out, const AllocFailure& failure, const RenderOptions& options);
 
+// A framework allocator's curves beside the CUDA-level one, `columns` marks from 0 to end_ns: per column the most
+// reserved and in use (a sample's level holds until the next sample) and the device's most live bytes
+// (render_text_allocators.cpp; the HTML draws the samples themselves).
+struct AllocatorCurves {
+  int64_t end_ns = 0;
+  std::vector<uint64_t> reserved;
+  std::vector<uint64_t> in_use;
+  std::vector<uint64_t> cuda_level;
+  static uint64_t highest(const std::vector<uint64_t>& values);
+};
+AllocatorCurves allocator_curves(const Report& report, const AllocatorDevice& device, size_t columns);
+// "Framework allocator statistics" per device, and "PyTorch out of memory" (render_text_allocators.cpp).
+void append_allocator_stats(std::string& out, const Report& report);
+void append_allocator_ooms(std::string& out, const Report& report, const RenderOptions& options);
+
 }  // namespace gmt::analysis

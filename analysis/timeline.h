@@ -3,6 +3,7 @@
 // up to each moment). Everything here is linear in the number of changes: the log is replayed at most once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -37,6 +38,12 @@ class ChangeLog {
   }
   // A position is a number of changes applied: 0 is before the first change, size() after the last.
   uint64_t position() const { return changes_.size(); }
+  // The position after every change at or before `time_ns` (absolute): changes are appended in time order.
+  uint64_t position_after(int64_t time_ns) const {
+    auto after = std::upper_bound(changes_.begin(), changes_.end(), time_ns,
+                                  [](int64_t t, const LiveChange& change) { return t < change.time_ns; });
+    return static_cast<uint64_t>(after - changes_.begin());
+  }
   const std::vector<LiveChange>& changes() const { return changes_; }
   const std::vector<ChangeSlot>& slots() const { return slots_; }
 

@@ -13,6 +13,7 @@
 
 #include "nvtx/chain.h"
 #include "nvtx/registry.h"
+#include "recorder/allocator_samples.h"
 #include "recorder/event.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
@@ -172,6 +173,7 @@ int close_push(const void* domain, uint64_t time_ns) {
                                                [&](const OpenRange& r) { return r.domain == domain; }));
     open.erase(open.begin() + static_cast<ptrdiff_t>(i));
     record(EventKind::RangeEnd, time_ns, id, 0, 0, 0, 0);
+    if (depth == 0) recorder::note_top_level_range_end();  // a step ended: the allocator sampler may look
     return depth;
   }
   return -1;

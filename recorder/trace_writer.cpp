@@ -138,6 +138,10 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
             prepare(&upsert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") &&
             prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
                                          "VALUES (?1, ?2, ?3, ?4, ?5)") &&
+            prepare(&insert_allocator_sample_,
+                    "INSERT INTO allocator_stats(time_ns, device, allocator, trigger, in_use_bytes, reserved_bytes, "
+                    "inactive_split_bytes, alloc_retries, ooms, request_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                    "?9, ?10)") &&
             prepare(&insert_string_, "INSERT INTO strings(id, text) VALUES (?1, ?2)") &&
             prepare(&insert_range_, "INSERT INTO ranges(id, thread_id, domain_id, name_id, start_ns, depth, end_ns, "
                                     "end_thread_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") &&
@@ -216,6 +220,10 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
         sqlite3_bind_int64(p, 4, static_cast<sqlite3_int64>(e.size));
         sqlite3_bind_int64(p, 5, static_cast<sqlite3_int64>(e.handle));
         ok &= step_and_reset(p);
+        continue;
+      }
+      if (e.kind == schema::EventKind::AllocatorSample) {
+        ok &= write_allocator_sample(e);
         continue;
       }
       if (e.kind != schema::EventKind::AllocFailed) {
@@ -341,12 +349,13 @@ bool TraceWriter::insert_pending_ranges() {
 void TraceWriter::close() {
   for (sqlite3_stmt* s : {insert_event_, insert_event_group_, insert_failure_, insert_stack_, insert_frame_,
                           insert_module_, upsert_meta_, insert_pool_usage_, insert_string_, insert_range_, end_range_,
-                          insert_mark_, insert_python_frame_}) {
+                          insert_mark_, insert_python_frame_, insert_allocator_sample_}) {
     sqlite3_finalize(s);
   }
   insert_event_ = insert_event_group_ = insert_failure_ = insert_stack_ = insert_frame_ = insert_module_ = upsert_meta_ =
       nullptr;
   insert_pool_usage_ = insert_string_ = insert_range_ = end_range_ = insert_mark_ = insert_python_frame_ = nullptr;
+  insert_allocator_sample_ = nullptr;
   sqlite3_close(db_);
   db_ = nullptr;
 }

@@ -56,6 +56,7 @@ class TraceWriter {
   bool write_new_python_frames(uint32_t count);  // trace_writer_python.cpp
   void bind_frame(size_t level, uintptr_t pc);     // trace_writer_python.cpp
   bool write_range_event(const EventRecord& e);
+  bool write_allocator_sample(const EventRecord& e);  // trace_writer_allocator.cpp
   bool insert_pending_ranges();
 
 
@@ -74,6 +75,7 @@ class TraceWriter {
   sqlite3_stmt* insert_module_ = nullptr;
   sqlite3_stmt* upsert_meta_ = nullptr;
   sqlite3_stmt* insert_pool_usage_ = nullptr;
+  sqlite3_stmt* insert_allocator_sample_ = nullptr;
   sqlite3_stmt* insert_string_ = nullptr;
   sqlite3_stmt* insert_range_ = nullptr;
   sqlite3_stmt* end_range_ = nullptr;

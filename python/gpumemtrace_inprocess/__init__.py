@@ -24,3 +24,13 @@ def start():
         # Not profiled after all: a child started with a cleaned environment keeps PYTHONPATH but not
         # LD_PRELOAD. Nothing to record into; stay silent, as an unprofiled process would be.
         return
+    _start_part("allocator statistics", "allocator_stats")
+
+
+def _start_part(what, module_name):
+    import importlib
+    import sys
+    try:
+        importlib.import_module(f"{__name__}.{module_name}").start()
+    except Exception as error:  # one part failing leaves the others and the app alone
+        sys.stderr.write(f"gpumemtrace: the {what} are off: {error!r}\n")
