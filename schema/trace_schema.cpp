@@ -109,7 +109,7 @@ std::string_view to_string(FrameworkAllocator allocator) {
   switch (allocator) {
     case FrameworkAllocator::TorchCaching: return "pytorch_caching";
     case FrameworkAllocator::TorchExpandable: return "pytorch_expandable_segments";
-    case FrameworkAllocator::TorchMallocAsync: return "pytorch_cudaMallocAsync";
+    case FrameworkAllocator::TorchMallocAsync: return "pytorch_cuda_malloc_async";
     case FrameworkAllocator::CupyPool: return "cupy_pool";
     case FrameworkAllocator::JaxXla: return "jax_xla";
   }
