@@ -24,3 +24,6 @@ def start():
         # Not profiled after all: a child started with a cleaned environment keeps PYTHONPATH but not
         # LD_PRELOAD. Nothing to record into; stay silent, as an unprofiled process would be.
         return
+    from . import torch_blocks, watch
+    if torch_blocks.enabled():
+        watch.when_imported("torch", torch_blocks.on_torch_imported)
