@@ -80,8 +80,9 @@ void append_alive_at_exit(std::string& out, const TensorBlockReport& blocks, con
     return;
   }
   out += fmt::format(
-      "  tensors alive at exit: {} in {} (still held by tensors when the trace ended; PyTorch returns its cached\n"
-      "  segments only at teardown, so this is not a CUDA-level leak: it names the Python lines that kept them)\n",
+      "  tensors alive at exit: {} in {}\n"
+      "    (held by tensors when the trace ended; PyTorch returns its cached segments only at teardown, so this\n"
+      "    is not a CUDA-level leak: it names the Python lines that kept them)\n",
       format_bytes_exact(totals.leaked_bytes), count_of(totals.leaked_allocations, "block", "blocks"));
   const size_t shown = std::min(options.top, blocks.alive_at_exit.size());
   for (size_t i = 0; i < shown; ++i) {
