@@ -333,7 +333,7 @@ CommandAction add_run_command(CLI::App& app) {
                 "PyTorch block-level mode: record every tensor allocation with its Python stack (PyTorch's own "
                 "memory history, drained into the trace), so a leak inside the caching allocator is named by the "
                 "Python line that allocated the kept tensors. Costs time on every tensor allocation "
-                "(docs/benchmarks.md); ring size per device: GMT_TORCH_BLOCKS_ENTRIES (default 200000)");
+                "(docs/benchmarks.md); ring size per device: GMT_TORCH_BLOCKS_ENTRIES (default 50000)");
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
   run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");

@@ -19,7 +19,9 @@ trace's CLOCK_MONOTONIC by one offset taken when the mode starts.
 
 Drain: snapshots hold the whole ring; the entries not drained yet are those after the last ones drained before
 (matched by (action, address, size, time_us) of the last few). The daemon drains often enough that at most about
-a quarter of the ring fills between drains (the period adapts to the allocation rate, 50 ms to 1 s). If the app
+a quarter of the ring fills between drains (the period adapts to the allocation rate, from 50 ms, and
+to the drain's own cost: each snapshot converts the whole ring, so a quiet app is drained at most every second or
+every 20 drain durations, whichever is longer). If the app
 outruns it anyway, the ring overwrites entries before they are drained: those blocks are lost (how many is
 unknown), the drain counts it in the trace's meta tensor_blocks_overruns, and says it once on stderr.
 """
@@ -34,9 +36,10 @@ from . import native
 
 ENV_ENABLED = "GMT_TORCH_BLOCKS"
 ENV_MAX_ENTRIES = "GMT_TORCH_BLOCKS_ENTRIES"  # PyTorch's ring size per device
-DEFAULT_MAX_ENTRIES = 200000
+DEFAULT_MAX_ENTRIES = 50000
 MIN_PERIOD_S = 0.05
-MAX_PERIOD_S = 1.0
+MAX_PERIOD_S = 1.0  # the longest wait unless a drain costs more than 1/COST_FACTOR of it
+COST_FACTOR = 20
 _TAIL = 4  # entries matched to find where the last drain ended
 _MAX_FRAMES = 64  # as the native stacks
 _RECORDED_ACTIONS = {"alloc": 0, "free_completed": 1}
@@ -89,6 +92,7 @@ class Drain:
         self.drains = 0
         self.blocks = 0
         self.last_new_entries = 0
+        self.last_drain_s = 0.0
         self._warned = False
 
     def mark_started(self):
@@ -106,7 +110,13 @@ class Drain:
             self._lock.release()
 
     def _drain_locked(self):
-        traces = self._snapshot().get("device_traces") or []
+        started = time.monotonic()
+        try:
+            return self._drain_snapshot(self._snapshot().get("device_traces") or [])
+        finally:
+            self.last_drain_s = time.monotonic() - started
+
+    def _drain_snapshot(self, traces):
         new = []
         new_entries = 0
         for device, entries in enumerate(traces):
@@ -178,11 +188,14 @@ class Drain:
             self.blocks += recorded
 
     def period_after(self, elapsed_s):
-        """How long to wait before the next drain: about a quarter of the ring at the rate just seen."""
+        """How long to wait before the next drain. A drain converts the whole ring (its cost grows with the ring's
+        fill, not with the new entries), so: often enough that about a quarter of the ring fills in between (no
+        entry lost), and otherwise rarely enough that draining takes at most ~5% of the time."""
+        at_most_for_cost = max(MAX_PERIOD_S, COST_FACTOR * self.last_drain_s)
         if self.last_new_entries <= 0 or elapsed_s <= 0:
-            return MAX_PERIOD_S
+            return at_most_for_cost
         rate = self.last_new_entries / elapsed_s
-        return min(MAX_PERIOD_S, max(MIN_PERIOD_S, self._ring_entries / 4 / rate))
+        return max(MIN_PERIOD_S, min(self._ring_entries / 4 / rate, at_most_for_cost))
 
 
 _drain = None
