@@ -43,6 +43,8 @@ COST_FACTOR = 20
 _TAIL = 4  # entries matched to find where the last drain ended
 _MAX_FRAMES = 64  # as the native stacks
 _RECORDED_ACTIONS = {"alloc": 0, "free_completed": 1}
+# What the drain never reads (segments are the CUDA level's): left out of PyTorch's ring where it allows that.
+_SKIPPED_ACTIONS = ["free_requested", "segment_alloc", "segment_free", "segment_map", "segment_unmap", "snapshot"]
 
 
 class _Block(ctypes.Structure):  # recorder/tensor_blocks.h: gmt_tensor_block
@@ -231,7 +233,12 @@ def _start_recording(torch, record):
     """At CUDA's lazy initialization: switch PyTorch's history on and start draining it."""
     global _drain
     ring = max_entries()
-    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=ring)
+    record_history = torch.cuda.memory._record_memory_history
+    try:
+        # Newer PyTorch can leave actions out of the ring: fewer entries per tensor, so cheaper drains.
+        record_history(enabled="all", context="alloc", stacks="python", max_entries=ring, skip_actions=_SKIPPED_ACTIONS)
+    except Exception:  # a PyTorch without skip_actions (or without one of these actions): the whole ring
+        record_history(enabled="all", context="alloc", stacks="python", max_entries=ring)
     drain = Drain(torch.cuda.memory._snapshot, record, ring)
     drain.mark_started()
     _drain = drain

@@ -63,7 +63,9 @@ class TorchBlocksTest(TraceDirTestCase):
         self.assertEqual(seen["history_started_at_import"], "False")  # importing torch initializes nothing
         self.assertEqual(seen["history_before_init"], "False")  # enabled at CUDA's lazy init, not before
         self.assertEqual(json.loads(seen["history"]),
-                         {"enabled": "all", "context": "alloc", "stacks": "python", "max_entries": 64})
+                         {"enabled": "all", "context": "alloc", "stacks": "python", "max_entries": 64,
+                          "skip_actions": ["free_requested", "segment_alloc", "segment_free", "segment_map",
+                                           "segment_unmap", "snapshot"]})
         self.assertEqual(seen["oom_drained"], "True")
         rows, meta, frames = self.blocks(trace)
         self.assertEqual(meta["tensor_blocks"], "1")

@@ -14,10 +14,11 @@ _next = 0
 _FIXTURE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, **_):
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, skip_actions=None):
     global _history, _history_before_init, _ring
     from . import is_initialized
-    _history = {"enabled": enabled, "context": context, "stacks": stacks, "max_entries": max_entries}
+    _history = {"enabled": enabled, "context": context, "stacks": stacks, "max_entries": max_entries,
+                "skip_actions": list(skip_actions or [])}
     _history_before_init = not is_initialized()
     _ring = collections.deque(_ring, maxlen=max_entries)
 
@@ -41,7 +42,7 @@ def _python_frames():
 
 
 def _trace(action, address, size, frames=()):
-    if _history is not None:
+    if _history is not None and action not in _history["skip_actions"]:
         _ring.append({"action": action, "addr": address, "size": size, "stream": 0,
                       "time_us": time.time_ns() // 1000, "compile_context": "", "user_metadata": "",
                       "frames": list(frames)})
