@@ -6,6 +6,7 @@
 #include "analysis/over_time.h"
 #include "analysis/ranges.h"
 #include "analysis/suppressions.h"
+#include "analysis/tensor_blocks.h"
 
 #include <algorithm>
 #include <cctype>
@@ -232,9 +233,16 @@ std::string source_key(const Stack& stack) {
 
 }  // namespace
 
-// One pass over the events in time order; `order` says how that order is obtained (analysis/ordered_events.h).
+// One pass over the events of one set in time order; `order` says how that order is obtained
+// (analysis/ordered_events.h). In the tensor-block pass, blocks are accounted as device memory (so that live
+// bytes, peaks, growth and ranges treat them exactly as device memory); tensor_blocks.cpp names them again.
 static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& options, EventOrder order,
-                             size_t window) {
+                             size_t window, EventSet set) {
+  const bool blocks = set == EventSet::TensorBlocks;
+  auto accounted_kind = [blocks](int64_t code) {
+    MemoryKind kind = memory_kind_from_code(code);
+    return blocks && kind == MemoryKind::TensorBlock ? MemoryKind::Device : kind;
+  };
   Report report;
   read_trace_info(trace, report.trace);
   Totals& totals = report.totals;
@@ -258,7 +266,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   const std::string events_sql = std::string(
       "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
       "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
-      ", e.thread_id, e.stream FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id";
+      ", e.thread_id, e.stream FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id" +
+      events_of(set);
   uint64_t events_estimated = 0;
   if (options.progress) {
     Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
@@ -291,13 +300,13 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       ++totals.allocations;
       totals.allocated_bytes += static_cast<uint64_t>(size);
       ranges.on_alloc(thread_id, address, static_cast<uint64_t>(size), events.column_int(8),
-                      is_counted(memory_kind_from_code(events.column_int(4))));
+                      is_counted(accounted_kind(events.column_int(4))));
       const uint32_t attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
                                                       events.column_int(8), static_cast<uint64_t>(size));
       if (address == 0) continue;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
       LiveAllocation allocation{static_cast<uint64_t>(size),
                                 events.column_int(8),
-                                memory_kind_from_code(events.column_int(4)),
+                                accounted_kind(events.column_int(4)),
                                 events.column_int(5),
                                 time_ns,
                                 api_from_code(events.column_int(3)),
@@ -441,24 +450,35 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   return report;
 }
 
-Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
+Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& options, EventSet set) {
   // A trace that says its times follow recording order needs no window; a small one still guards it.
   bool time_ordered = lenient_meta_int(trace, schema::meta::kEventsTimeOrdered).value_or(0) == 1;
   if (time_ordered) {
     try {
-      return analyze_events(trace, options, EventOrder::RecordingWindow, kSmallEventWindow);
+      return analyze_events(trace, options, EventOrder::RecordingWindow, kSmallEventWindow, set);
     } catch (const EventsOutOfOrder&) {
     }
   }
   for (size_t window : kEventWindows) {
     try {
-      return analyze_events(trace, options, EventOrder::RecordingWindow, window);
+      return analyze_events(trace, options, EventOrder::RecordingWindow, window, set);
     } catch (const EventsOutOfOrder&) {
       // Rare: a thread stalled between its clock read and the recorder's lock for longer than the window, or
       // a trace written in another order. Start over with a larger window, then with SQLite's sort.
     }
   }
-  return analyze_events(trace, options, EventOrder::SortedBySqlite, 1);
+  return analyze_events(trace, options, EventOrder::SortedBySqlite, 1, set);
+}
+
+Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
+  Report report = analyze_event_set(trace, options, EventSet::CudaLevel);
+  if (meta_flag(trace, schema::meta::kTensorBlocks)) {
+    AnalyzeOptions block_options = options;
+    block_options.progress = nullptr;  // one progress indicator per report: the CUDA-level pass's
+    report.tensor_blocks = tensor_block_report(analyze_event_set(trace, block_options, EventSet::TensorBlocks),
+                                               trace);
+  }
+  return report;
 }
 
 }  // namespace gmt::analysis

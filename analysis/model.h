@@ -376,6 +376,25 @@ struct Breakdown {
   std::vector<BreakdownRow> by_module;
 };
 
+// PyTorch's tensor blocks (the block-level mode, `run --torch-blocks`; docs/analysis.md "PyTorch tensors"):
+// analyzed on their own, by the same rules as device memory (a block counts as live from its allocation to its
+// free), and never part of the Report's totals, peaks, leaks or growth: they live inside device memory that is
+// counted there already (PyTorch's segments).
+struct TensorBlockReport {
+  uint64_t overruns = 0;  // meta tensor_blocks_overruns: drains that found blocks lost (how many is unknown)
+  // allocations/frees: blocks handed out and given back; leaked_*: still held by tensors at the end of the trace
+  // ("tensors alive at exit": PyTorch frees cached memory only at teardown, so this is not a CUDA-level leak);
+  // peak_*: the most bytes held by tensors at once; unmatched_frees: frees of blocks allocated before the mode
+  // started (or lost in an overrun).
+  Totals totals;
+  std::vector<LeakGroup> alive_at_exit;  // by Python stack, largest first (at or above min_bytes)
+  uint64_t alive_groups_total = 0;
+  uint64_t alive_groups_below_min_bytes = 0;
+  std::vector<DevicePeak> peaks;  // bytes held by tensors, per device, with the stacks holding them
+  Growth growth;                  // low watermarks of bytes held by tensors per time window
+  std::vector<RangeGrowth> range_growth;  // NVTX ranges whose tensors pile up per repetition, fastest first
+};
+
 struct Report {
   TraceInfo trace;
   Totals totals;
@@ -409,6 +428,8 @@ struct Report {
   // CI (suppressions.h, breakdown.h).
   std::vector<SuppressedLeaks> suppressed;  // one per rule given, in the order given; empty without rules
   Breakdown breakdown;
+  // nullopt: the trace has no block-level data (meta tensor_blocks absent: the mode was off).
+  std::optional<TensorBlockReport> tensor_blocks;
 };
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a

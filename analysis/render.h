@@ -72,6 +72,10 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //            allocations_matched, allocations_seen, nothing_matched (null or one line)
 //   breakdown: by_thread[] (thread), by_stream[] (stream, "0x..."), by_module[] (module, path, label), each
 //              with allocations, allocated_bytes, leaked_bytes, peak_bytes (live at the total peak)
+//   tensor_blocks: null without the block-level mode (run --torch-blocks), else overruns, totals (as above, of
+//           tensor blocks: leaked_* = alive at exit), alive_groups {total, shown, below_min_bytes},
+//           alive_at_exit[] (as leaks[], plus python_line "file:function:line"), peak_stacks[], growth (as growth,
+//           each findings[].stacks[] with python_line), range_growth[] (as ranges.growth[], stacks with python_line)
 //   timeline: bucket_ns, bucket_count, total[] (bucket{}), series[]: device, memory_kind, buckets[] (bucket{}),
 //             series_not_tracked
 //   held{}: bytes, count, stack_id, stack_ids, stack_missing, stack[]

@@ -9,6 +9,7 @@
 #include "analysis/format.h"
 #include "analysis/html_template.h"
 #include "analysis/render_export.h"
+#include "analysis/tensor_blocks.h"
 
 namespace gmt::analysis {
 namespace {
@@ -76,6 +77,43 @@ std::string meta_row(const std::string& name, const std::string& value) {
   return fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", html_escape(name), html_escape(value));
 }
 
+// The block-level mode's findings as a plain list (the page's script draws the CUDA-level sections; blocks never
+// join those): growth by Python line, then the tensors alive at exit.
+std::string tensor_blocks_html(const Report& report) {
+  if (!report.tensor_blocks) return "";
+  const TensorBlockReport& blocks = *report.tensor_blocks;
+  std::string out = "\n<section id=\"tensor-blocks\">\n<h2>PyTorch tensors (block-level)</h2>\n";
+  out += fmt::format("<p>{} tensor blocks ({}), {} freed; most held at once {}. Inside PyTorch's cached segments: "
+                     "not added to device memory.</p>\n", blocks.totals.allocations,
+                     html_escape(format_bytes(blocks.totals.allocated_bytes)), blocks.totals.frees,
+                     html_escape(format_bytes_exact(blocks.totals.peak_bytes)));
+  if (blocks.overruns > 0) {
+    out += fmt::format("<p class=\"warning\">PyTorch's history ring overran {} times: some blocks are missing.</p>\n",
+                       blocks.overruns);
+  }
+  out += "<ul class=\"tensor-growth\">\n";
+  for (const GrowthFinding& finding : blocks.growth.findings) {
+    for (const GrowthStack& grown : finding.stacks) {
+      out += fmt::format("<li>grows on device {}: +{} at {}</li>\n", finding.device,
+                         html_escape(format_bytes(grown.end_bytes - grown.start_bytes)),
+                         html_escape(python_line(grown.stack)));
+    }
+  }
+  for (const RangeGrowth& range : blocks.range_growth) {
+    for (const GrowthStack& grown : range.stacks) {
+      out += fmt::format("<li>grows per repetition of '{}': +{} at {}</li>\n", html_escape(range.name),
+                         html_escape(format_bytes(grown.end_bytes - grown.start_bytes)),
+                         html_escape(python_line(grown.stack)));
+    }
+  }
+  out += "</ul>\n<h3>Tensors alive at exit</h3>\n<ul class=\"tensor-alive\">\n";
+  for (const LeakGroup& group : blocks.alive_at_exit) {
+    out += fmt::format("<li>{} in {} blocks at {}</li>\n", html_escape(format_bytes(group.bytes)), group.count,
+                       html_escape(python_line(group.stack)));
+  }
+  return out + "</ul>\n</section>\n";
+}
+
 std::string header(const Report& report) {
   const TraceInfo& trace = report.trace;
   const Totals& totals = report.totals;
@@ -98,7 +136,7 @@ std::string header(const Report& report) {
   out += meta_row("leaked", fmt::format("{} in {} allocations", format_bytes_exact(totals.leaked_bytes),
                                         totals.leaked_allocations));
   out += "</table>\n</header>";
-  return out;
+  return out + tensor_blocks_html(report);
 }
 
 }  // namespace

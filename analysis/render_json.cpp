@@ -9,6 +9,7 @@
 #include "analysis/render_ci.h"
 #include "analysis/render_json_allocators.h"
 #include "analysis/render.h"
+#include "analysis/tensor_blocks.h"
 
 namespace gmt::analysis {
 namespace {
@@ -342,6 +343,42 @@ Json filters_json(const FilterSummary& summary) {
               {"nothing_matched", optional_text(summary.nothing_matched)}};
 }
 
+// The block-level section: null without the mode. Every stack gets "python_line" (file:function:line of the
+// frame that names the app's line: analysis/tensor_blocks.h).
+Json tensor_blocks_json(const std::optional<TensorBlockReport>& blocks, const RenderOptions& options) {
+  if (!blocks) return Json(nullptr);
+  const size_t shown = std::min(options.top, blocks->alive_at_exit.size());
+  Json alive = Json::array();
+  for (size_t i = 0; i < shown; ++i) {
+    const LeakGroup& group = blocks->alive_at_exit[i];
+    alive.push_back(leak_json(group, i + 1));
+    alive.back()["python_line"] = python_line(group.stack);
+  }
+  Json growth = growth_json(blocks->growth);
+  for (size_t f = 0; f < blocks->growth.findings.size(); ++f) {
+    const GrowthFinding& finding = blocks->growth.findings[f];
+    for (size_t i = 0; i < finding.stacks.size(); ++i) {
+      growth["findings"][f]["stacks"][i]["python_line"] = python_line(finding.stacks[i].stack);
+    }
+  }
+  Json range_growth = Json::array();
+  for (const RangeGrowth& range : blocks->range_growth) {
+    Json one = range_growth_json(range);
+    for (size_t i = 0; i < range.stacks.size(); ++i) one["stacks"][i]["python_line"] = python_line(range.stacks[i].stack);
+    range_growth.push_back(std::move(one));
+  }
+  return Json{{"overruns", blocks->overruns},
+              {"totals", totals_json(blocks->totals)},
+              {"alive_groups",
+               Json{{"total", blocks->alive_groups_total},
+                    {"shown", shown},
+                    {"below_min_bytes", blocks->alive_groups_below_min_bytes}}},
+              {"alive_at_exit", std::move(alive)},
+              {"peak_stacks", peaks_json(blocks->peaks)},
+              {"growth", std::move(growth)},
+              {"range_growth", std::move(range_growth)}};
+}
+
 }  // namespace
 
 std::string render_json(const Report& report, const RenderOptions& options) {
@@ -378,6 +415,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
       {"range_spans", range_spans_json(report.range_spans)},
       {"range_spans_left_out", report.range_spans_left_out},
       {"breakdown", breakdown_json(report.breakdown)},
+      {"tensor_blocks", tensor_blocks_json(report.tensor_blocks, options)},
       {"timeline", timeline_json(report.timeline)},  // last: the longest part
   };
   // Symbol names and paths come from the profiled binary and may not be valid UTF-8; replace bad bytes

@@ -222,6 +222,7 @@ std::string render_text(const Report& report, const RenderOptions& options) {
   append_suppressed(out, report);  // CI sections: render_ci.cpp
   append_growth(out, report, options);
   append_ranges(out, report, options);
+  append_tensor_blocks(out, report, options);
   append_fragmentation(out, report);
   append_failures(out, report, options);
   append_allocator_ooms(out, report, options);

@@ -29,6 +29,9 @@ void append_filters(std::string& out, const Report& report);
 // "Memory by NVTX range" and the growth per repetition of repeated ranges (render_text_ranges.cpp).
 void append_ranges(std::string& out, const Report& report, const RenderOptions& options);
 
+// "PyTorch tensors (block-level)": the block-level mode's section (render_text_blocks.cpp); nothing without it.
+void append_tensor_blocks(std::string& out, const Report& report, const RenderOptions& options);
+
 // Under the peak line: the sparkline and, per device, the stacks live at its peak.
 void append_peak_over_time(std::string& out, const Report& report, const RenderOptions& options);
 void append_growth(std::string& out, const Report& report, const RenderOptions& options);

@@ -35,6 +35,7 @@ struct RunOptions {
   bool no_stacks = false;
   bool free_stacks = false;
   bool python_hooks = true;
+  bool torch_blocks = false;
   bool no_symbolize = false;
   bool quiet = false;
   bool no_nvtx_capture = false;
@@ -71,6 +72,7 @@ bool same_file(const std::string& a, const std::string& b) {
 void add_python_environment(const RunOptions& options, const InstallLayout& layout, LaunchSpec& spec) {
   spec.environment.emplace_back("GMT_LIBRARY", layout.preload_library);
   spec.environment.emplace_back("GMT_PYTHON_HOOKS", options.python_hooks ? "1" : "0");
+  spec.environment.emplace_back("GMT_TORCH_BLOCKS", options.torch_blocks ? "1" : "0");
   if (!options.python_hooks || !file_exists(layout.python_dir + "/sitecustomize.py")) return;
   const char* old_path = getenv("PYTHONPATH");
   std::string python_path = layout.python_dir;
@@ -297,6 +299,7 @@ CommandAction add_run_command(CLI::App& app) {
       "size and the devices used are recorded in the trace; `gpumemtrace report DIR` merges the ranks' traces.\n\n"
       "Examples:\n"
       "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
+      "  gpumemtrace run --torch-blocks -o train.db -- python train.py   # leaks named by the tensor's Python line\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
       "  gpumemtrace run --backend hooks -- ./app         # when another tool (Nsight, compute-sanitizer) holds CUPTI\n"
       "  nsys profile --trace=cuda,nvtx gpumemtrace run --nvtx-emit -- ./app   # our markers in Nsight's timeline\n"
@@ -326,6 +329,11 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("!--no-python-hooks", options->python_hooks,
                 "Do not start the in-process Python hooks (PyTorch/CuPy/JAX allocator statistics); PYTHONPATH is "
                 "then left as it is. Python frames in stacks are separate: GMT_NO_PYTHON_FRAMES=1");
+  run->add_flag("--torch-blocks", options->torch_blocks,
+                "PyTorch block-level mode: record every tensor allocation with its Python stack (PyTorch's own "
+                "memory history, drained into the trace), so a leak inside the caching allocator is named by the "
+                "Python line that allocated the kept tensors. Costs time on every tensor allocation "
+                "(docs/benchmarks.md); ring size per device: GMT_TORCH_BLOCKS_ENTRIES (default 50000)");
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
   run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");
@@ -350,6 +358,10 @@ CommandAction add_run_command(CLI::App& app) {
       return kExitBadInput;
     }
     options->command = g_app_argv_after_separator ? *g_app_argv_after_separator : rest;
+    if (options->torch_blocks && !options->python_hooks) {
+      fmt::print(stderr, "gpumemtrace: --torch-blocks needs the in-process Python hooks: drop --no-python-hooks\n");
+      return kExitBadInput;
+    }
     if (options->command.empty()) {
       fmt::print(stderr, "gpumemtrace: run needs the application to start: gpumemtrace run [options] -- app args\n");
       return kExitBadInput;

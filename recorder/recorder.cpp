@@ -63,6 +63,9 @@ struct Recorder {
   bool stop_requested = false;
   bool disabled = false;  // the trace could not be created, or was closed at exit: record nothing more
   uint64_t last_time_ns = 0;
+  // Events that arrive late with times of their own (record_late: PyTorch's tensor blocks) keep their own order.
+  uint64_t last_late_time_ns = 0;
+  std::vector<std::pair<std::string, std::string>> pending_meta;  // set_meta_later: written with the next batch
   uint64_t backpressure_waits = 0;  // see schema::meta::kBackpressureWaits
   uint64_t backpressure_wait_ns = 0;  // of the last event recorded: times never go backwards in recording order
   std::thread writer_thread;
@@ -196,6 +199,7 @@ struct Batch {
   std::vector<NewStack> stacks;
   uint64_t backpressure_waits = 0;  // the totals so far
   uint64_t backpressure_wait_ns = 0;
+  std::vector<std::pair<std::string, std::string>> meta;
 };
 
 Batch take_batch_locked(Recorder& r) {
@@ -208,6 +212,7 @@ Batch take_batch_locked(Recorder& r) {
   b.stacks = r.stacks.take_new_stacks();
   b.backpressure_waits = r.backpressure_waits;
   b.backpressure_wait_ns = r.backpressure_wait_ns;
+  b.meta.swap(r.pending_meta);
   return b;
 }
 
@@ -257,12 +262,15 @@ bool write_batch(Recorder& r, Batch& batch) {
     if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time
     if (next >= batch.chunks.size()) break;
   }
-  if (batch.backpressure_waits > 0 && !stopped) {
+  if ((batch.backpressure_waits > 0 || !batch.meta.empty()) && !stopped) {
     yield_to_fork(r);
     std::lock_guard write_lock(r.write_mutex);
     if (r.writer.is_open()) {
-      r.writer.set_meta(schema::meta::kBackpressureWaits, std::to_string(batch.backpressure_waits));
-      r.writer.set_meta(schema::meta::kBackpressureWaitNs, std::to_string(batch.backpressure_wait_ns));
+      if (batch.backpressure_waits > 0) {
+        r.writer.set_meta(schema::meta::kBackpressureWaits, std::to_string(batch.backpressure_waits));
+        r.writer.set_meta(schema::meta::kBackpressureWaitNs, std::to_string(batch.backpressure_wait_ns));
+      }
+      for (const auto& [key, value] : batch.meta) r.writer.set_meta(key.c_str(), value);
     }
   }
   std::lock_guard lock(r.mutex);
@@ -328,6 +336,34 @@ void start_writer_locked(Recorder& r) {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
+// Appends one event under the lock (held by `lock`, which a back-pressure wait releases for a while).
+void append_locked(Recorder& r, std::unique_lock<std::mutex>& lock, const EventRecord& event) {
+  if (!r.writer_started) start_writer_locked(r);
+  if (!r.current) r.current = take_spare_chunk(r);
+  r.current->events[r.current->count++] = event;
+  if (r.current->count < kChunkEvents) return;
+  r.full.push_back(r.current);
+  r.current = nullptr;
+  r.wake_writer.notify_one();
+  // Back-pressure instead of loss. Only while a writer thread is there to drain the queue.
+  if (r.full.size() <= kMaxPendingChunks) return;
+  t_holds_recorder_lock = false;  // the wait releases the mutex
+  uint64_t wait_start = now_ns();
+  r.chunk_written.wait(lock, [&r] {
+    return r.full.size() <= kMaxPendingChunks || r.disabled || r.stop_requested;
+  });
+  t_holds_recorder_lock = true;
+  ++r.backpressure_waits;  // counted, and written into the trace with the next batch: never silent
+  r.backpressure_wait_ns += now_ns() - wait_start;
+}
+
+// Times never go backwards within one order (see record()): the time to store.
+uint64_t keep_order(uint64_t time_ns, uint64_t& last_time_ns) {
+  if (time_ns < last_time_ns) return last_time_ns;
+  last_time_ns = time_ns;
+  return time_ns;
+}
+
 }  // namespace
 
 uint64_t now_ns() {
@@ -373,33 +409,40 @@ void record(EventRecord& event, bool take_stack) {
   // machine) gets the time of the event recorded before it. Harmless for the order of memory: a free is
   // recorded before the memory is given back and an allocation after it was granted, so recording order is
   // causal; and the analyzer reads in time order without a sort (analysis/ordered_events.h).
-  if (event.time_ns < r.last_time_ns) {
-    event.time_ns = r.last_time_ns;
-  } else {
-    r.last_time_ns = event.time_ns;
-  }
+  event.time_ns = keep_order(event.time_ns, r.last_time_ns);
   if (stack && stack->depth > 0 && event.stack_id == 0) {
     StackTable::Interned interned = r.stacks.intern(*stack, hash);
     event.stack_id = interned.id;
     remember_stack_id(r.stacks, *stack, hash, interned);
   }
+  append_locked(r, lock, event);
+}
+
+void record_late(EventRecord* events, const RawStack* stacks, size_t count) {
+  if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();
+  Recorder& r = *g_recorder;
+  yield_to_fork(r);
+  std::unique_lock lock(r.mutex);
+  HoldsRecorderLock holds;
+  for (size_t i = 0; i < count; ++i) {
+    if (r.disabled) return;  // also after a back-pressure wait that ended with profiling stopped
+    EventRecord& event = events[i];
+    // Converted from another clock by the caller: never before the process started.
+    event.time_ns = keep_order(std::max(event.time_ns, settings().start_monotonic_ns), r.last_late_time_ns);
+    event.stack_id = stacks[i].depth > 0 ? r.stacks.intern(stacks[i]) : 0;
+    append_locked(r, lock, event);
+  }
+}
+
+void set_meta_later(std::string key, std::string value) {
+  if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();
+  Recorder& r = *g_recorder;
+  yield_to_fork(r);
+  std::lock_guard lock(r.mutex);
+  HoldsRecorderLock holds;
+  if (r.disabled) return;
   if (!r.writer_started) start_writer_locked(r);
-  if (!r.current) r.current = take_spare_chunk(r);
-  r.current->events[r.current->count++] = event;
-  if (r.current->count < kChunkEvents) return;
-  r.full.push_back(r.current);
-  r.current = nullptr;
-  r.wake_writer.notify_one();
-  // Back-pressure instead of loss. Only while a writer thread is there to drain the queue.
-  if (r.full.size() <= kMaxPendingChunks) return;
-  t_holds_recorder_lock = false;  // the wait releases the mutex
-  uint64_t wait_start = now_ns();
-  r.chunk_written.wait(lock, [&r] {
-    return r.full.size() <= kMaxPendingChunks || r.disabled || r.stop_requested;
-  });
-  t_holds_recorder_lock = true;
-  ++r.backpressure_waits;  // counted, and written into the trace with the next batch: never silent
-  r.backpressure_wait_ns += now_ns() - wait_start;
+  r.pending_meta.emplace_back(std::move(key), std::move(value));
 }
 
 void finish(bool close) {

@@ -4,7 +4,11 @@
 
 #include <cstdint>
 
+#include <cstddef>
+#include <string>
+
 #include "recorder/event.h"
+#include "recorder/stacks.h"
 
 namespace gmt::recorder {
 
@@ -24,6 +28,16 @@ void create_recorder();
 // Appends one event. With `take_stack`, the caller's call stack is captured and interned first.
 // Cheap: no I/O, no SQLite; takes one lock briefly. Call only inside an active HookScope.
 void record(EventRecord& event, bool take_stack);
+
+// Appends events that someone else recorded earlier and hands over late, in batches (PyTorch's tensor blocks:
+// recorder/tensor_blocks.cpp), each with its stack already made (Python frames as tagged values). Their times are
+// their own: they never go backwards among such events, but they are not clamped against the hooks' events, which
+// they may precede by seconds (docs/trace-format.md: events_time_ordered holds per source). Cheap as record().
+void record_late(EventRecord* events, const RawStack* stacks, size_t count);
+
+// Sets a meta key with the next batch the writer writes (for keys that the in-process Python package keeps
+// current, e.g. tensor_blocks_overruns). A later value of the same key wins.
+void set_meta_later(std::string key, std::string value);
 
 // Writes everything buffered so far and marks the trace complete. Called at exit; safe to call twice.
 // With `close`, the trace is closed and later events are dropped.

@@ -328,12 +328,20 @@ inline constexpr const char* kWorldSize = "world_size";
 // a written batch names a new device and at a clean exit, so an incomplete trace has those it wrote.
 inline constexpr const char* kDevices = "devices";
 // "1": events.time_ns never decreases as events.id grows (the recorder keeps it so; traces without the key
-// may have events recorded a little out of time order, by threads that stalled before taking the lock).
+// may have events recorded a little out of time order, by threads that stalled before taking the lock). It holds
+// separately for the events of source TorchAllocator (tensor blocks, drained from PyTorch's history up to seconds
+// after they happened) and for all other events: read each set on its own (WHERE source = 4 / != 4).
 inline constexpr const char* kEventsTimeOrdered = "events_time_ordered";
 // Why recording ended before the process did (the trace is then incomplete): "disk full: <SQLite's reason>",
 // "write failed: <reason>", or, in the stand-in trace `run` writes, "killed by signal N (<name>) before
 // recording started". Absent when recording ran to the end or the process died without a chance to say.
 inline constexpr const char* kStopReason = "stop_reason";
+// The block-level mode (`run --torch-blocks`, v6): "1" once the in-process package enabled PyTorch's memory history
+// in this process (tensor blocks may still be none). Absent: the mode was off, the trace has no tensor blocks.
+inline constexpr const char* kTensorBlocks = "tensor_blocks";
+// How many drains of PyTorch's history ring found that it had overwritten entries not drained yet (the app
+// allocated faster than the drain kept up): tensor blocks were lost then (how many is unknown). "0": none lost.
+inline constexpr const char* kTensorBlocksOverruns = "tensor_blocks_overruns";
 }  // namespace meta
 
 // The values of meta.backend (one name per Source), written by the library and by the CLI.

@@ -1,0 +1,37 @@
+"""TEST FIXTURE, not PyTorch: lazy CUDA initialization as torch.cuda has it (_lazy_call queues until init)."""
+import ctypes
+
+from . import memory
+
+_initialized = False
+_queued_calls = []
+SEGMENT_BYTES = 256 << 20
+
+
+def is_initialized():
+    return _initialized
+
+
+def _lazy_call(callable):
+    if _initialized:
+        callable()
+    else:
+        _queued_calls.append(callable)
+
+
+def init():
+    """What the first CUDA use does in PyTorch: the runtime is loaded, the allocator made, queued calls run."""
+    global _initialized
+    if _initialized:
+        return
+    # Resolved in the global scope, as PyTorch's libc10_cuda imports it: there the preloaded hooks see the call.
+    ctypes.CDLL("libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
+    cudart = ctypes.CDLL(None)
+    pointer = ctypes.c_void_p()
+    if cudart.cudaMalloc(ctypes.byref(pointer), ctypes.c_size_t(SEGMENT_BYTES)) != 0:
+        raise RuntimeError("cudaMalloc of the segment failed")
+    memory._segment_base = pointer.value
+    _initialized = True
+    for call in _queued_calls:
+        call()
+    _queued_calls.clear()
