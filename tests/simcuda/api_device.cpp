@@ -18,7 +18,8 @@ using gmt::sim::Runtime;
 namespace {
 
 constexpr int kRuntimeVersion = CUDART_VERSION;  // 13000 for the toolkit we build against
-constexpr char kDeviceName[] = "Simulated GPU (gpumemtrace)";
+// "Simulated GPU 0 (gpumemtrace)": says what it is in every report that names the device.
+constexpr char kDeviceNameFormat[] = "Simulated GPU %d (gpumemtrace)";
 
 // Defaults of the cudaLimit values (indexed by the enum), as a fresh Hopper context reports them.
 constexpr int kLimitCount = cudaLimitPersistingL2CacheSize + 1;
@@ -32,7 +33,7 @@ std::size_t device_capacity(Runtime& rt, int ordinal) {
 
 cudaDeviceProp make_properties(int ordinal, std::size_t capacity) {
   cudaDeviceProp p{};
-  std::snprintf(p.name, sizeof p.name, "%s", kDeviceName);
+  std::snprintf(p.name, sizeof p.name, kDeviceNameFormat, ordinal);
   // A stable, recognisable UUID per ordinal: "gmtsim" followed by the ordinal.
   std::memcpy(p.uuid.bytes, "gmtsim", 6);
   p.uuid.bytes[15] = static_cast<char>(ordinal);
@@ -143,6 +144,10 @@ int attribute_value(cudaDeviceAttr attr, const cudaDeviceProp& p) {
 }
 
 }  // namespace
+
+cudaDeviceProp gmt::sim::device_properties(int ordinal) {
+  return make_properties(ordinal, device_capacity(Runtime::get(), ordinal));
+}
 
 extern "C" {
 

@@ -248,6 +248,14 @@ Classified Runtime::classify(const void* p, std::size_t bytes) {
       return {Where::Symbol, current_device()};
     }
   }
+  if (auto it = imports.upper_bound(address); it != imports.begin()) {
+    --it;
+    const std::size_t offset = address - it->first;
+    if (offset < it->second.bytes) {
+      if (bytes > it->second.bytes - offset) return {Where::BadDeviceRange, it->second.device};
+      return {Where::DeviceAllocation, it->second.device, MemoryKind::Device};
+    }
+  }
   if (auto it = host_ranges.upper_bound(address); it != host_ranges.begin()) {
     --it;
     if (address - it->first < it->second.bytes) return {Where::PinnedHost, it->second.device};

@@ -84,6 +84,14 @@ struct HostRange {
   bool registered = false;
 };
 
+// Another process's device memory opened here (cudaIpcOpenMemHandle): a fresh address range of this
+// process, standing for memory that lives on `device` of the exporting process.
+struct Import {
+  int device = 0;
+  std::size_t bytes = 0;        // the exported allocation's size
+  std::size_t mapped_bytes = 0;  // the mapping's length (whole pages)
+};
+
 struct Kernel {
   const char* name = nullptr;  // mangled device name, owned by the program's registration data
   void** module = nullptr;
@@ -150,6 +158,7 @@ public:
   std::unordered_set<Pool*> live_pools;
   std::vector<Pool*> current_pools;  // per device, what cudaMallocAsync uses
   std::map<std::uintptr_t, HostRange> host_ranges;  // keyed by start address
+  std::map<std::uintptr_t, Import> imports;          // open IPC imports, keyed by start address
   std::unordered_map<const void*, Kernel> kernels;  // keyed by host stub address
   std::map<std::uintptr_t, Symbol> symbols;         // keyed by host shadow address
   // Storage of __managed__ variables: kept for the life of the process (atexit handlers may read a
@@ -165,6 +174,9 @@ private:
   std::vector<std::unique_ptr<Pool>> pools_;  // index = id - 1; grows only
   std::vector<Pool*> default_pools_;
 };
+
+// The properties cudaGetDeviceProperties reports for a valid ordinal (api_device.cpp).
+cudaDeviceProp device_properties(int ordinal);
 
 // Per-thread state, as in the real runtime.
 int& current_device();

@@ -3,8 +3,11 @@
 // Every test starts from freshly reset devices of a known capacity: the fixture sets
 // GMT_SIM_DEVICE_BYTES and calls cudaDeviceReset on each device, which re-creates the device's
 // heap with the capacity the variable names. The device count is fixed before main() runs.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -429,7 +432,7 @@ TEST_F(SimRuntime, HostAndManagedMemory) {
 TEST_F(SimRuntime, PropertiesAttributesAndVersions) {
   cudaDeviceProp prop{};
   ASSERT_EQ(cudaGetDeviceProperties(&prop, 1), cudaSuccess);
-  EXPECT_STREQ(prop.name, "Simulated GPU (gpumemtrace)");
+  EXPECT_STREQ(prop.name, "Simulated GPU 1 (gpumemtrace)");
   EXPECT_EQ(prop.totalGlobalMem, kDeviceBytes);
   EXPECT_EQ(prop.major, 9);
   EXPECT_EQ(prop.minor, 0);
@@ -532,3 +535,66 @@ TEST_F(SimRuntime, ConcurrentThreadsEndInAnExactState) {
 }
 
 }  // namespace
+
+// IPC handles: the handle names this process, so opening it here is refused (as on a real driver); a forked
+// child opens it as a fresh range of the exporter's size on the exporter's device. The simulated driver entry
+// points describe both sides.
+TEST_F(SimRuntime, IpcHandlesOpenInAnotherProcessOnly) {
+  using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+  using DeviceNameFn = CUresult (*)(char*, int, CUdevice);
+  void* range_fn = nullptr;
+  void* attribute_fn = nullptr;
+  void* name_fn = nullptr;
+  void* missing_fn = &range_fn;
+  cudaDriverEntryPointQueryResult status{};
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &range_fn, 13000, 0, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaDriverEntryPointSuccess);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &attribute_fn, 13000, 0, &status), cudaSuccess);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuDeviceGetName", &name_fn, 13000, 0, &status), cudaSuccess);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &missing_fn, 13000, 0, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaDriverEntryPointSymbolNotFound);
+  EXPECT_EQ(missing_fn, nullptr);
+  ASSERT_NE(range_fn, nullptr);
+  ASSERT_NE(attribute_fn, nullptr);
+  char name[64] = {};
+  ASSERT_EQ(reinterpret_cast<DeviceNameFn>(name_fn)(name, sizeof name, 1), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "Simulated GPU 1 (gpumemtrace)");
+
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  void* exported = nullptr;
+  ASSERT_EQ(cudaMalloc(&exported, 3 * kMiB), cudaSuccess);
+  cudaIpcMemHandle_t handle{};
+  ASSERT_EQ(cudaIpcGetMemHandle(&handle, exported), cudaSuccess);
+  void* opened = nullptr;
+  EXPECT_EQ(cudaIpcOpenMemHandle(&opened, handle, cudaIpcMemLazyEnablePeerAccess), cudaErrorDeviceUninitialized);
+  cudaGetLastError();
+  EXPECT_EQ(cudaIpcCloseMemHandle(exported), cudaErrorInvalidValue);  // not an opened handle
+  cudaGetLastError();
+
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes say what failed: 0 only if every check holds.
+    cudaSetDevice(0);
+    void* p = nullptr;
+    if (cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess || !p) _exit(1);
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (reinterpret_cast<AddressRangeFn>(range_fn)(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) _exit(2);
+    if (base != reinterpret_cast<CUdeviceptr>(p) || size != 3 * kMiB) _exit(3);
+    int device = -1;
+    if (reinterpret_cast<PointerAttributeFn>(attribute_fn)(&device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                                           reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) _exit(4);
+    if (device != 1) _exit(5);  // the exporter's device, not the current one
+    if (cudaMemset(p, 1, 3 * kMiB) != cudaSuccess) _exit(6);  // usable like device memory
+    if (cudaIpcCloseMemHandle(p) != cudaSuccess) _exit(7);
+    if (cudaIpcCloseMemHandle(p) != cudaErrorInvalidValue) _exit(8);  // closed already
+    _exit(0);
+  }
+  int wait_status = 0;
+  ASSERT_EQ(waitpid(child, &wait_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(wait_status));
+  EXPECT_EQ(WEXITSTATUS(wait_status), 0);
+  EXPECT_EQ(cudaFree(exported), cudaSuccess);
+}
