@@ -1,6 +1,7 @@
 #include "recorder/driver_events.h"
 
 #include "recorder/backend.h"
+#include "recorder/driver_queries.h"
 #include "recorder/pool_sampler.h"
 #include "recorder/recorder.h"
 #include "recorder/settings.h"
@@ -76,8 +77,9 @@ void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_
 void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_t address, uint64_t size,
                          uint64_t handle, bool take_stack) {
   if (call.result != 0) return;
-  schema::MemoryKind memory_kind =
-      kind == schema::EventKind::VmmCreate ? schema::MemoryKind::VmmPhysical : schema::MemoryKind::None;
+  schema::MemoryKind memory_kind = kind == schema::EventKind::VmmCreate   ? schema::MemoryKind::VmmPhysical
+                                   : kind == schema::EventKind::VmmImport ? schema::MemoryKind::IpcImported
+                                                                          : schema::MemoryKind::None;
   EventRecord e = make_event(call, kind, memory_kind);
   e.address = address;
   e.size = size;
@@ -86,6 +88,33 @@ void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_
   if (kind == schema::EventKind::PoolTrim || kind == schema::EventKind::PoolCreate) {
     sample_pool(address, call.device, /*force=*/true);
   }
+}
+
+void record_ipc_open(const DriverCall& call, uint64_t address) {
+  if (call.result != 0 || address == 0) return;
+  ImportedRange range = describe_imported(address);
+  DriverCall on_device = call;
+  if (range.device >= 0) on_device.device = range.device;
+  EventRecord e = make_event(on_device, schema::EventKind::Alloc, schema::MemoryKind::IpcImported);
+  e.address = address;
+  e.size = range.size;
+  record(e, /*take_stack=*/true);
+}
+
+void record_ipc_close(const DriverCall& call, uint64_t address) {
+  if (address == 0) return;
+  ImportedRange range = describe_imported(address);  // still open: the close has not run yet
+  DriverCall on_device = call;
+  if (range.device >= 0) on_device.device = range.device;
+  record_driver_free(on_device, schema::MemoryKind::IpcImported, address);
+}
+
+void record_vmm_import(const DriverCall& call, uint64_t handle) {
+  if (call.result != 0) return;
+  DriverCall on_device = call;
+  int16_t device = device_of_vmm_handle(handle);
+  if (device >= 0) on_device.device = device;
+  record_driver_event(on_device, schema::EventKind::VmmImport, 0, 0, handle);
 }
 
 }  // namespace gmt::recorder

@@ -32,6 +32,16 @@ void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64
 
 void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_t address);
 
+// Another process's memory opened here (cuIpcOpenMemHandle, after it succeeded): an Alloc of memory kind
+// IpcImported, with the opened range's size and the device the memory lives on (driver_queries.h) in place
+// of the call's device. Failed opens are not recorded: they hold nothing, and are no allocation failure.
+void record_ipc_open(const DriverCall& call, uint64_t address);
+// cuIpcCloseMemHandle, before the real close runs: a Free of memory kind IpcImported on the memory's device.
+void record_ipc_close(const DriverCall& call, uint64_t address);
+// cuMemImportFromShareableHandle: VmmImport of memory kind IpcImported, on the device the physical memory
+// lives on.
+void record_vmm_import(const DriverCall& call, uint64_t handle);
+
 // Pool and VMM events (EventKind::PoolCreate ... VmmUnmap); only successful calls are recorded.
 void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_t address, uint64_t size,
                          uint64_t handle, bool take_stack = true);

@@ -20,6 +20,7 @@
 
 #include "recorder/backend.h"
 #include "recorder/caller_stack.h"
+#include "recorder/driver_queries.h"
 #include "recorder/guard.h"
 #include "recorder/module_map.h"
 #include "recorder/settings.h"
@@ -83,6 +84,11 @@ struct Recorder {
   std::string trace_path;  // for messages; set when the trace is created
   bool write_failed = false;  // a batch could not be written (disk full...): profiling stopped, said once
   uint64_t devices_seen = 0;  // bit d: an event on device d was written (under write_mutex)
+  uint64_t devices_described = 0;  // bit d: device d's row is in the devices table (under write_mutex)
+  // bit d: an event on device d was recorded (under mutex). The first one wakes the writer (device_news), so
+  // that the device is described while the process runs: at exit the driver may be gone already.
+  uint64_t devices_recorded = 0;
+  bool device_news = false;
 
   // Flushes asked for by fatal-signal handlers (async-signal-safe: atomics only). A handler takes a ticket
   // (++flush_requested) and waits until the writer has written a batch taken after that (flush_done >=
@@ -154,6 +160,17 @@ void write_devices_meta(Recorder& r) {
     if (r.devices_seen & (uint64_t{1} << d)) list += (list.empty() ? "" : ",") + std::to_string(d);
   }
   r.writer.set_meta(schema::meta::kDevices, list);
+  // The devices table: name, UUID, capacity and PCI bus of each device the first time an event names it.
+  // Here in the writer thread, never in a hook; a device the driver cannot describe yet is tried again at
+  // the next new device and at exit.
+  for (int d = 0; d < 64; ++d) {
+    const uint64_t bit = uint64_t{1} << d;
+    if (!(r.devices_seen & bit) || (r.devices_described & bit)) continue;
+    DeviceDescription description;
+    if (!describe_device(d, description)) continue;
+    r.writer.write_device(description);
+    r.devices_described |= bit;
+  }
 }
 
 // Creates the trace file. Runs in the writer thread (or in finish() when the writer never ran).
@@ -210,6 +227,7 @@ Batch take_batch_locked(Recorder& r) {
     r.current = nullptr;
   }
   b.stacks = r.stacks.take_new_stacks();
+  r.device_news = false;
   b.backpressure_waits = r.backpressure_waits;
   b.backpressure_wait_ns = r.backpressure_wait_ns;
   b.meta.swap(r.pending_meta);
@@ -282,7 +300,7 @@ bool write_batch(Recorder& r, Batch& batch) {
 
 // True when the writer has something to do before its next periodic batch.
 bool writer_has_work_locked(const Recorder& r) {
-  return r.stop_requested || !r.full.empty() ||
+  return r.stop_requested || !r.full.empty() || r.device_news ||
          r.flush_requested.load(std::memory_order_acquire) != r.flush_done.load(std::memory_order_relaxed);
 }
 
@@ -341,6 +359,11 @@ void append_locked(Recorder& r, std::unique_lock<std::mutex>& lock, const EventR
   if (!r.writer_started) start_writer_locked(r);
   if (!r.current) r.current = take_spare_chunk(r);
   r.current->events[r.current->count++] = event;
+  if (event.device >= 0 && event.device < 64 && !(r.devices_recorded & (uint64_t{1} << event.device))) {
+    r.devices_recorded |= uint64_t{1} << event.device;  // rare: a device's first event
+    r.device_news = true;
+    r.wake_writer.notify_one();
+  }
   if (r.current->count < kChunkEvents) return;
   r.full.push_back(r.current);
   r.current = nullptr;

@@ -156,6 +156,24 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
   return true;
 }
 
+void TraceWriter::write_device(const DeviceDescription& device) {
+  sqlite3_stmt* stmt = nullptr;
+  if (!db_ || !prepare(&stmt, "INSERT OR REPLACE INTO devices(ordinal, name, uuid, total_bytes, pci_bus_id) "
+                              "VALUES (?1, ?2, ?3, ?4, ?5)")) {
+    return;
+  }
+  auto bind_text = [stmt](int index, const std::string& text) {
+    if (!text.empty()) sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  };
+  sqlite3_bind_int(stmt, 1, device.ordinal);
+  bind_text(2, device.name);
+  bind_text(3, device.uuid);
+  if (device.total_bytes >= 0) sqlite3_bind_int64(stmt, 4, device.total_bytes);
+  bind_text(5, device.pci_bus_id);
+  step_and_reset(stmt);
+  sqlite3_finalize(stmt);
+}
+
 void TraceWriter::set_meta(const char* key, const std::string& value) {
   if (!db_) return;
   sqlite3_bind_text(upsert_meta_, 1, key, -1, SQLITE_STATIC);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "recorder/driver_queries.h"
 #include "recorder/event.h"
 #include "recorder/module_map.h"
 #include "recorder/stacks.h"
@@ -38,6 +39,9 @@ class TraceWriter {
   bool create(const std::string& path, std::string& error);
 
   void set_meta(const char* key, const std::string& value);
+  // One row of the devices table (replaced if the ordinal is there already); empty texts and a negative
+  // total are written as NULL. Rare (once per device): the statement is prepared each time.
+  void write_device(const DeviceDescription& device);
   // One transaction: stacks first, so every event's stack_id exists when its event does; likewise every
   // string interned so far (recorder/strings.h) before the ranges and marks that name it.
   bool write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
