@@ -245,6 +245,27 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, const Cupt
       const auto& p = params<cuMemUnmap_params>(c);
       return event(c, kAtEntry, EventKind::VmmUnmap, p.ptr, p.size, 0);
     }
+
+    // ---- memory imported from other processes ---------------------------------------------------------
+    // The recorder asks the driver for the opened range's size and the device it lives on (rare calls).
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle: {
+      if (c.data.callbackSite != CUPTI_API_EXIT) return;
+      const auto& p = params<cuIpcOpenMemHandle_params>(c);
+      return recorder::record_ipc_open(driver_call(c, device_of_context(c)), out_value(c, p.pdptr));
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2: {
+      if (c.data.callbackSite != CUPTI_API_EXIT) return;
+      const auto& p = params<cuIpcOpenMemHandle_v2_params>(c);
+      return recorder::record_ipc_open(driver_call(c, device_of_context(c)), out_value(c, p.pdptr));
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle:
+      if (c.data.callbackSite != CUPTI_API_ENTER) return;
+      return recorder::record_ipc_close(driver_call(c, device_of_context(c)), params<cuIpcCloseMemHandle_params>(c).dptr);
+    case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle: {
+      if (c.data.callbackSite != CUPTI_API_EXIT || c.result != CUDA_SUCCESS) return;
+      const auto& p = params<cuMemImportFromShareableHandle_params>(c);
+      return recorder::record_vmm_import(driver_call(c, device_of_context(c)), out_value(c, p.handle));
+    }
     default:
       return;  // an id we did not enable
   }

@@ -28,6 +28,8 @@ struct CallbackSite {
 #define GMT_RUNTIME_SITE(fn, api) \
   {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn, schema::Api::api}
 
+// cuda.h (included above, before the schema) #defines cuIpcOpenMemHandle as cuIpcOpenMemHandle_v2: in this
+// header both the schema's enumerator and its use below read as cuIpcOpenMemHandle_v2, the same Api value (42).
 inline constexpr CallbackSite kCallbackSites[] = {
     // Allocations and frees.
     GMT_DRIVER_SITE(cuMemAlloc_v2, cuMemAlloc),
@@ -57,6 +59,11 @@ inline constexpr CallbackSite kCallbackSites[] = {
     GMT_DRIVER_SITE(cuMemUnmap, cuMemUnmap),
     GMT_DRIVER_SITE(cuMemAddressReserve, cuMemAddressReserve),
     GMT_DRIVER_SITE(cuMemAddressFree, cuMemAddressFree),
+    // Memory imported from other processes (IPC handles, shareable VMM handles).
+    GMT_DRIVER_SITE(cuIpcOpenMemHandle, cuIpcOpenMemHandle),
+    GMT_DRIVER_SITE(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle),
+    GMT_DRIVER_SITE(cuIpcCloseMemHandle, cuIpcCloseMemHandle),
+    GMT_DRIVER_SITE(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle),
 
     // Runtime calls: naming only.
     GMT_RUNTIME_SITE(cudaMalloc_v3020, cudaMalloc),
@@ -76,6 +83,8 @@ inline constexpr CallbackSite kCallbackSites[] = {
     GMT_RUNTIME_SITE(cudaMemPoolCreate_v11020, cudaMemPoolCreate),
     GMT_RUNTIME_SITE(cudaMemPoolDestroy_v11020, cudaMemPoolDestroy),
     GMT_RUNTIME_SITE(cudaMemPoolTrimTo_v11020, cudaMemPoolTrimTo),
+    GMT_RUNTIME_SITE(cudaIpcOpenMemHandle_v4010, cudaIpcOpenMemHandle),
+    GMT_RUNTIME_SITE(cudaIpcCloseMemHandle_v4010, cudaIpcCloseMemHandle),
 };
 
 #undef GMT_DRIVER_SITE

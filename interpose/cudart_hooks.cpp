@@ -13,6 +13,7 @@
 #include "interpose/hook_table.h"
 #include "recorder/caller_stack.h"
 #include "recorder/backend.h"
+#include "recorder/driver_queries.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 #include "recorder/settings.h"
@@ -90,6 +91,26 @@ void record_stream_event(EventKind kind, Api api, cudaStream_t stream, cudaError
   EventRecord e = make_event(kind, api, MemoryKind::None, stream);
   e.device = current_device();
   gmt::recorder::record(e, take_stack);
+}
+
+// Another process's memory opened here: memory kind IpcImported, with the size of the opened range and the
+// device the memory lives on (driver_queries.h asks the driver, or the simulator's entry points), not the
+// current device. Rare calls: the two queries are affordable.
+void record_ipc_open(const void* address) {
+  EventRecord e = make_event(EventKind::Alloc, Api::cudaIpcOpenMemHandle, MemoryKind::IpcImported, nullptr);
+  e.address = reinterpret_cast<uint64_t>(address);
+  gmt::recorder::ImportedRange range = gmt::recorder::describe_imported(e.address);
+  e.size = range.size;
+  e.device = range.device >= 0 ? range.device : current_device();
+  gmt::recorder::record(e, /*take_stack=*/true);
+}
+
+void record_ipc_close(const void* address) {
+  EventRecord e = make_event(EventKind::Free, Api::cudaIpcCloseMemHandle, MemoryKind::IpcImported, nullptr);
+  e.address = reinterpret_cast<uint64_t>(address);
+  gmt::recorder::ImportedRange range = gmt::recorder::describe_imported(e.address);  // before the close runs
+  e.device = range.device >= 0 ? range.device : current_device();
+  gmt::recorder::record(e, gmt::recorder::settings().take_free_stacks);
 }
 
 }  // namespace
@@ -233,4 +254,34 @@ extern "C" cudaError_t cudaDeviceSynchronize(void) {
   if (scope.active())
     record_stream_event(EventKind::Synchronize, Api::cudaDeviceSynchronize, nullptr, result, false);
   return result;
+}
+
+// ---- memory imported from other processes --------------------------------------------------------------
+
+extern "C" cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+  auto real = GMT_REAL(cudaIpcOpenMemHandle);
+  if (!real) return kNoRuntime;
+  gmt::interpose::ensure_backend_started();
+  if (gmt::recorder::driver_level_backend()) {
+    gmt::recorder::RuntimeApiScope naming(Api::cudaIpcOpenMemHandle);
+    return real(devPtr, handle, flags);
+  }
+  HookScope scope;
+  cudaError_t result = real(devPtr, handle, flags);
+  // A failed open holds nothing and is no allocation failure: not recorded.
+  if (scope.active() && result == cudaSuccess && devPtr && *devPtr) record_ipc_open(*devPtr);
+  return result;
+}
+
+extern "C" cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
+  auto real = GMT_REAL(cudaIpcCloseMemHandle);
+  if (!real) return kNoRuntime;
+  gmt::interpose::ensure_backend_started();
+  if (gmt::recorder::driver_level_backend()) {
+    gmt::recorder::RuntimeApiScope naming(Api::cudaIpcCloseMemHandle);
+    return real(devPtr);
+  }
+  HookScope scope;
+  if (scope.active() && devPtr) record_ipc_close(devPtr);
+  return real(devPtr);
 }

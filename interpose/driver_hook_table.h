@@ -39,7 +39,11 @@
   X(cuMemMap)                        \
   X(cuMemUnmap)                      \
   X(cuMemAddressReserve)             \
-  X(cuMemAddressFree)
+  X(cuMemAddressFree)                \
+  X(cuIpcOpenMemHandle)              \
+  X(cuIpcOpenMemHandle_v2)           \
+  X(cuIpcCloseMemHandle)             \
+  X(cuMemImportFromShareableHandle)
 
 // Driver functions the wrappers call but do not wrap: the device, context and free memory of an event.
 #define GMT_DRIVER_CALLS(X) \

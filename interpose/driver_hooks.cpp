@@ -306,6 +306,39 @@ extern "C" CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return real(ptr, size);
 }
 
+// ---- memory imported from other processes --------------------------------------------------------------
+// Rare calls: the recorder asks the driver for the opened range's size and device (driver_queries.h), inside
+// the guard, through functions no backend wraps.
+
+#define GMT_DRIVER_IPC_OPEN(name)                                                          \
+  extern "C" CUresult name(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) { \
+    GMT_DRIVER_PROLOGUE(name, (pdptr, handle, Flags));                                      \
+    CUresult result = real(pdptr, handle, Flags);                                           \
+    gmt::recorder::record_ipc_open(make_call(Api::cuIpcOpenMemHandle, result, MemoryKind::IpcImported), \
+                                   written(result, pdptr));                                 \
+    return result;                                                                          \
+  }
+GMT_DRIVER_IPC_OPEN(cuIpcOpenMemHandle)
+GMT_DRIVER_IPC_OPEN(cuIpcOpenMemHandle_v2)
+#undef GMT_DRIVER_IPC_OPEN
+
+extern "C" CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  GMT_DRIVER_PROLOGUE(cuIpcCloseMemHandle, (dptr));
+  gmt::recorder::record_ipc_close(make_call(Api::cuIpcCloseMemHandle, CUDA_SUCCESS, MemoryKind::IpcImported), dptr);
+  return real(dptr);
+}
+
+extern "C" CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                                   CUmemAllocationHandleType shHandleType) {
+  GMT_DRIVER_PROLOGUE(cuMemImportFromShareableHandle, (handle, osHandle, shHandleType));
+  CUresult result = real(handle, osHandle, shHandleType);
+  if (result == CUDA_SUCCESS && handle) {
+    gmt::recorder::record_vmm_import(make_call(Api::cuMemImportFromShareableHandle, result, MemoryKind::None),
+                                     *handle);
+  }
+  return result;
+}
+
 // ---- the wrapper table -------------------------------------------------------------------------------------
 
 // Hidden aliases of the wrappers: their addresses are taken PC-relative, so the table holds our own functions

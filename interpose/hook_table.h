@@ -26,6 +26,8 @@
   X(cudaStreamSynchronize, false)      \
   X(cudaStreamSynchronize_ptsz, true)  \
   X(cudaDeviceSynchronize, false)      \
+  X(cudaIpcOpenMemHandle, true)        \
+  X(cudaIpcCloseMemHandle, true)       \
   /* not hooked, only called: */       \
   X(cudaGetDevice, false)              \
   X(cudaMemGetInfo, false)
