@@ -92,7 +92,11 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
     if (ns < 60e9) return (ns / 1e9).toFixed(3) + ' s';
     return Math.floor(ns / 60e9) + ' min ' + ((ns % 60e9) / 1e9).toFixed(1) + ' s';
   }
-  function deviceName(device) { return device >= 0 ? 'device ' + device : 'host memory'; }
+  function deviceName(device) {
+    if (device < 0) return 'host memory';
+    var named = (data.devices || []).filter(function (d) { return d.ordinal === device && d.name; })[0];
+    return 'device ' + device + (named ? ' (' + named.name + ')' : '');
+  }
   function basename(path) { var i = path.lastIndexOf('/'); return i < 0 ? path : path.slice(i + 1); }
 
   function frameText(frame) {
@@ -297,6 +301,24 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
                   el('td', { class: 'num' }, leak.count), el('td', {}, leak.apis.join(', ')),
                   el('td', {}, leak.memory_kinds.join(', ')), stackCell(leak));
       }), { id: 'leak-table' }));
+  }
+
+  // ---- memory of other processes opened here ----
+  var imported = data.imported;
+  if (imported && imported.opens) {
+    var imp = section('Imported memory: other processes\' memory opened here (in none of the totals above)', 'imported');
+    append(imp, table(['device', '#peak', '#opens', '#open at the end'], imported.devices.map(function (d) {
+      return el('tr', {}, el('td', {}, deviceName(d.device)), numCell(d.peak_bytes, bytes(d.peak_bytes)),
+                el('td', { class: 'num' }, d.opens), numCell(d.open_at_end_bytes, bytes(d.open_at_end_bytes)));
+    }), { id: 'imported-table' }));
+    if (imported.left_open.length) {
+      append(imp, el('p', { class: 'warning' }, 'IPC handles left open: ' + imported.left_open_handles + ' (' +
+                                                  bytes(imported.left_open_bytes) + '). They hold no memory of this process, but should be closed.'));
+      append(imp, table(['#bytes', '#handles', 'API', 'opened at'], imported.left_open.map(function (g) {
+        return el('tr', { 'class': 'left-open' }, numCell(g.bytes, bytes(g.bytes)), el('td', { class: 'num' }, g.count),
+                  el('td', {}, g.apis.join(', ')), stackCell(g));
+      }), { id: 'left-open-table' }));
+    }
   }
 
   // ---- what was live at each peak ----

@@ -173,6 +173,11 @@ ProcessSummary summarize_process(const TraceFile& trace, const Report& report) {
   p.peak_bytes = report.totals.peak_bytes;
   p.host_pinned_peak_bytes = report.peak_by_kind.host_pinned;
   p.leaked_bytes = report.totals.leaked_bytes;
+  p.imported_peak_bytes = report.imported.peak_bytes;
+  p.imported_devices = report.imported.devices;
+  p.imported_left_open_handles = report.imported.left_open_handles;
+  p.imported_left_open_bytes = report.imported.left_open_bytes;
+  p.device_info = report.devices;
   p.growth_analyzed = report.growth.analyzed;
   p.growth_found = !report.growth.findings.empty();
   p.complete = report.trace.complete;

@@ -46,6 +46,12 @@ struct ProcessSummary {
   uint64_t leaked_bytes = 0;  // Totals::leaked_bytes
   uint64_t nccl_bytes_at_peak = 0;  // summed over devices
   uint64_t nccl_bytes_at_end = 0;   // live at the end (leaked), made from libnccl
+  // Other processes' memory opened by this one (Report::imported): in none of the figures above.
+  uint64_t imported_peak_bytes = 0;
+  std::vector<ImportedDevice> imported_devices;  // by device
+  uint64_t imported_left_open_handles = 0;
+  uint64_t imported_left_open_bytes = 0;
+  std::vector<DeviceInfo> device_info;  // the trace's devices table (names, UUIDs); empty before schema v6
   bool growth_found = false;
   bool growth_analyzed = false;
   bool complete = false;

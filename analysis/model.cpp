@@ -1,6 +1,8 @@
 #include "analysis/model.h"
 
 #include "analysis/breakdown.h"
+#include "analysis/devices.h"
+#include "analysis/imported.h"
 #include "analysis/live_memory.h"
 #include "analysis/ordered_events.h"
 #include "analysis/over_time.h"
@@ -245,6 +247,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   };
   Report report;
   read_trace_info(trace, report.trace);
+  report.devices = read_devices(trace);
+  ImportedTracker imported;  // other processes' memory opened here: kept apart from live bytes
   Totals& totals = report.totals;
 
   std::optional<int64_t> origin = lenient_meta_int(trace, schema::meta::kStartMonotonicNs);
@@ -292,7 +296,11 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       continue;
     }
 
-    if (kind == static_cast<int64_t>(EventKind::Alloc)) {
+    if (kind == static_cast<int64_t>(EventKind::Alloc) &&
+        memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported) {
+      imported.on_open(address, size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(5),
+                       events.column_int(8), api_from_code(events.column_int(3)), time_ns);
+    } else if (kind == static_cast<int64_t>(EventKind::Alloc)) {
       if (size < 0 || (address == 0 && size != 0)) {
         ++totals.inconsistencies;
         continue;
@@ -322,6 +330,11 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       live_bytes.add(allocation, address, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::Free)) {
       if (address == 0) continue;  // cudaFree(0) frees nothing; apps call it to create the context
+      // An IPC close: the exporter's memory, never a free of this process's (even when its open was not seen).
+      if (imported.on_close(address, time_ns) ||
+          memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported) {
+        continue;
+      }
       auto it = live.find(address);
       if (it == live.end()) {
         ++totals.unmatched_frees;
@@ -350,8 +363,19 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       if (!events.column_is_null(11)) failure.device_total = events.column_int(11);
       report.failures.push_back(std::move(failure));
       over_time.on_failure(report.failures.size() - 1, report.failures.back().device, time_ns);
+    } else if (kind == static_cast<int64_t>(EventKind::VmmImport)) {
+      imported.on_vmm_import(static_cast<uint64_t>(events.column_int(12)), events.column_int(5),
+                             events.column_int(8), api_from_code(events.column_int(3)));
     } else if (kind >= static_cast<int64_t>(EventKind::VmmCreate) &&
                kind <= static_cast<int64_t>(EventKind::VmmUnmap)) {
+      // Mappings and releases of imported handles are the exporter's memory: ImportedTracker's, not VmmState's.
+      const uint64_t handle = static_cast<uint64_t>(events.column_int(12));
+      if ((kind == static_cast<int64_t>(EventKind::VmmMap) &&
+           imported.on_vmm_map(handle, address, size < 0 ? 0 : static_cast<uint64_t>(size), time_ns)) ||
+          (kind == static_cast<int64_t>(EventKind::VmmUnmap) && imported.on_vmm_unmap(address, time_ns)) ||
+          (kind == static_cast<int64_t>(EventKind::VmmRelease) && imported.on_vmm_release(handle))) {
+        continue;
+      }
       LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8),
                                 MemoryKind::VmmPhysical, events.column_int(5), time_ns,
                                 api_from_code(events.column_int(3))};
@@ -442,6 +466,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     failure.stack = stacks.load(failure.stack.id);
   }
   over_time.finish(trace, report, start, options, load_stack, source_key);
+  report.imported = imported.finish(start, load_stack, source_key);
   ranges.finish(report, start, options, load_stack, source_key);
   if (suppressor) report.suppressed = suppressor->results();
   report.breakdown = breakdown.finish(live, load_stack, [&suppressor](int64_t stack_id) {

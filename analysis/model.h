@@ -395,8 +395,54 @@ struct TensorBlockReport {
   std::vector<RangeGrowth> range_growth;  // NVTX ranges whose tensors pile up per repetition, fastest first
 };
 
+// Memory of other processes opened here (docs/analysis.md "Imported memory"): IPC handles
+// (cudaIpcOpenMemHandle, cuIpcOpenMemHandle) and mappings of imported VMM handles (cuMemImportFromShareableHandle
+// then cuMemMap). The exporter owns it: it is in none of the totals, peaks, leaks or timelines above.
+struct ImportedDevice {
+  int64_t device = -1;  // where the memory lives (the exporter's device, as this process numbers it)
+  uint64_t peak_bytes = 0;
+  int64_t peak_time_ns = 0;       // relative; the first time the peak was reached
+  uint64_t opens = 0;             // IPC opens and mappings of imported VMM handles on this device
+  uint64_t open_at_end_bytes = 0;  // still open (IPC) or mapped (VMM) at the end of the trace
+};
+// Handles still open at the end, grouped by the call stack that opened them (as leaks are): worth closing,
+// but they hold no memory of this process.
+struct OpenImportGroup {
+  Stack stack;
+  std::vector<int64_t> stack_ids;  // ascending
+  uint64_t bytes = 0;              // the opened sizes (IPC) or mapped bytes (VMM handles), summed
+  uint64_t count = 0;              // handles
+  std::vector<schema::Api> apis;   // distinct, ascending
+  std::vector<int64_t> devices;    // distinct, ascending
+};
+struct ImportedMemory {
+  uint64_t opens = 0;   // IPC opens + imported VMM handles
+  uint64_t closes = 0;  // IPC closes + releases of imported VMM handles
+  uint64_t peak_bytes = 0;  // every device together
+  int64_t peak_time_ns = 0;
+  std::vector<ImportedDevice> devices;  // by device
+  std::vector<OpenImportGroup> left_open;  // most bytes first, then most handles
+  uint64_t left_open_handles = 0;
+  uint64_t left_open_bytes = 0;
+  bool any() const { return opens > 0; }
+};
+
+// A row of the devices table (schema v6): what the process's devices are. Absent fields: not recorded.
+struct DeviceInfo {
+  int64_t ordinal = -1;
+  std::optional<std::string> name;
+  std::optional<std::string> uuid;
+  std::optional<int64_t> total_bytes;
+  std::optional<std::string> pci_bus_id;
+};
+
+// "device 0: NVIDIA H200 (GPU-0ff0...)"; "device 0" when the trace does not name it.
+std::string describe_device(const std::vector<DeviceInfo>& devices, int64_t ordinal);
+
 struct Report {
   TraceInfo trace;
+  std::vector<DeviceInfo> devices;  // the devices table, by ordinal; empty for traces before v6
+  ImportedMemory imported;
   Totals totals;
   // Peak definition: live bytes are the sizes of allocations that are allocated and not yet freed, summed
   // over device, managed and host-pinned memory together (every kind a CUDA allocator hands out). The

@@ -25,12 +25,17 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 // field always present (null where unknown):
 //   trace:  path, pid, command_line, hostname, backend, tool_version, schema_version, duration_ns,
 //           duration_from_events, complete, simulated, symbolized, dropped_events, event_count
+//   devices[]: ordinal, name, uuid, total_bytes, pci_bus_id (the devices table; [] before schema v6)
 //   totals: allocations, allocated_bytes, frees, failed_allocations, leaked_bytes, leaked_allocations,
 //           peak_bytes, peak_time_ns, unmatched_frees, inconsistencies
 //   peak_by_kind, peak_time_ns_by_kind, leaked_by_kind: {device, managed, host_pinned}
 //   leak_groups: {total, shown, not_shown, below_min_bytes, bytes_below_min_bytes, min_bytes}
 //   leaks[]: rank, bytes, count, stack_id, stack_missing, memory_kinds[], apis[], devices[],
 //            first_alloc_ns, last_alloc_ns, stack[]
+//   imported: other processes' memory opened here (in no total above): opens, closes, peak_bytes,
+//             peak_time_ns, devices[] (device, peak_bytes, peak_time_ns, opens, open_at_end_bytes),
+//             left_open_handles, left_open_bytes, left_open[] (bytes, count, apis[], devices[], stack_id,
+//             stack_ids, stack_missing, stack[]): render_json_parts.h
 //   allocators[]: id, name, leaked_bytes, leaked_allocations, leak_groups, advice (analysis/allocators.h)
 //   (every stack[] frame: level, pc, function, file, line, module, python: true for a Python frame)
 //   suppressed[]: rule, origin ("FILE:LINE"), bytes, count, groups, used (false: the rule matched nothing)

@@ -126,6 +126,9 @@ std::string header(const Report& report) {
   if (trace.command_line) out += meta_row("command line", *trace.command_line);
   if (trace.hostname) out += meta_row("host", *trace.hostname);
   if (trace.pid) out += meta_row("pid", std::to_string(*trace.pid));
+  for (const DeviceInfo& device : report.devices) {
+    out += meta_row("device " + std::to_string(device.ordinal), describe_device(report.devices, device.ordinal));
+  }
   out += meta_row("duration", format_duration(trace.duration_ns) + (trace.complete ? "" : " (incomplete trace)"));
   out += meta_row("events", std::to_string(trace.event_count));
   out += meta_row("allocations", fmt::format("{} ({}), {} freed, {} failed", totals.allocations,
@@ -135,6 +138,11 @@ std::string header(const Report& report) {
                                       format_duration(totals.peak_time_ns)));
   out += meta_row("leaked", fmt::format("{} in {} allocations", format_bytes_exact(totals.leaked_bytes),
                                         totals.leaked_allocations));
+  if (report.imported.any()) {
+    out += meta_row("imported", fmt::format("{} peak from other processes (not counted above), {} IPC handles left open",
+                                            format_bytes_exact(report.imported.peak_bytes),
+                                            report.imported.left_open_handles));
+  }
   out += "</table>\n</header>";
   return out + tensor_blocks_html(report);
 }

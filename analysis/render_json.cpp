@@ -10,6 +10,7 @@
 #include "analysis/render_json_allocators.h"
 #include "analysis/render.h"
 #include "analysis/tensor_blocks.h"
+#include "analysis/render_json_parts.h"
 
 namespace gmt::analysis {
 namespace {
@@ -381,6 +382,8 @@ Json tensor_blocks_json(const std::optional<TensorBlockReport>& blocks, const Re
 
 }  // namespace
 
+Json call_stack_json(const Stack& stack) { return stack_json(stack); }
+
 std::string render_json(const Report& report, const RenderOptions& options) {
   const size_t shown = std::min(options.top, report.leaks.size());
   Json leaks = Json::array();
@@ -390,6 +393,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
 
   Json document{
       {"trace", trace_json(report.trace)},
+      {"devices", devices_json(report.devices)},
       {"filters", filters_json(report.filters)},
       {"totals", totals_json(report.totals)},
       {"peak_by_kind", per_kind(report.peak_by_kind)},
@@ -403,6 +407,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
             {"bytes_below_min_bytes", report.leaked_bytes_below_min_bytes},
             {"min_bytes", optional_value(report.min_bytes)}}},
       {"leaks", std::move(leaks)},
+      {"imported", imported_json(report.imported)},
       {"allocators", allocators_json(report.leaks)},
       {"suppressed", suppressed_json(report)},  // CI sections: render_ci.cpp
       {"failures", std::move(failures)},

@@ -53,9 +53,18 @@ void append_processes(std::string& out, const MergedReport& report) {
     for (const ProcessDevice& d : p.per_device) {
       std::string fragmentation =
           d.fragmentation_at_peak ? fmt::format("{:.2f}", *d.fragmentation_at_peak) : std::string("-");
-      out += fmt::format("      device {}: peak {} at {}, NCCL {} of it, fragmentation at peak {}\n", d.device,
-                         format_bytes(d.peak_bytes), format_duration(d.peak_time_ns),
+      out += fmt::format("      {}: peak {} at {}, NCCL {} of it, fragmentation at peak {}\n",
+                         describe_device(p.device_info, d.device), format_bytes(d.peak_bytes), format_duration(d.peak_time_ns),
                          format_bytes(d.nccl_bytes_at_peak), fragmentation);
+    }
+    for (const ImportedDevice& d : p.imported_devices) {
+      out += fmt::format("      imported from other processes on {}: peak {}, {} open at the end (not counted above)\n",
+                         describe_device(p.device_info, d.device), format_bytes_exact(d.peak_bytes),
+                         format_bytes_exact(d.open_at_end_bytes));
+    }
+    if (p.imported_left_open_handles > 0) {
+      out += fmt::format("      IPC handles left open: {} ({})\n", p.imported_left_open_handles,
+                         format_bytes_exact(p.imported_left_open_bytes));
     }
     out += fmt::format("      {}\n", p.path);
   }
@@ -123,6 +132,33 @@ Json stack_json(const Stack& stack) {
   return frames;
 }
 
+Json imported_json(const ProcessSummary& p) {
+  Json devices = Json::array();
+  for (const ImportedDevice& d : p.imported_devices) {
+    devices.push_back(Json{{"device", d.device},
+                           {"peak_bytes", d.peak_bytes},
+                           {"peak_time_ns", d.peak_time_ns},
+                           {"opens", d.opens},
+                           {"open_at_end_bytes", d.open_at_end_bytes}});
+  }
+  return Json{{"peak_bytes", p.imported_peak_bytes},
+              {"per_device", devices},
+              {"left_open_handles", p.imported_left_open_handles},
+              {"left_open_bytes", p.imported_left_open_bytes}};
+}
+
+Json device_info_json(const std::vector<DeviceInfo>& devices) {
+  Json list = Json::array();
+  for (const DeviceInfo& d : devices) {
+    list.push_back(Json{{"ordinal", d.ordinal},
+                        {"name", optional_value(d.name)},
+                        {"uuid", optional_value(d.uuid)},
+                        {"total_bytes", optional_value(d.total_bytes)},
+                        {"pci_bus_id", optional_value(d.pci_bus_id)}});
+  }
+  return list;
+}
+
 Json process_ref(const MergedReport& report, size_t index) {
   const ProcessSummary& p = report.processes[index];
   return Json{{"index", index}, {"rank", optional_value(p.rank)}, {"pid", optional_value(p.pid)}, {"path", p.path}};
@@ -181,7 +217,9 @@ std::string render_merged_json(const MergedReport& report, size_t top) {
                              {"growth_found", p.growth_found},
                              {"complete", p.complete},
                              {"simulated", p.simulated},
-                             {"per_device", devices}});
+                             {"per_device", devices},
+                             {"imported", imported_json(p)},
+                             {"device_info", device_info_json(p.device_info)}});
   }
   Json outliers = Json::array();
   for (const Outlier& o : report.outliers) {

@@ -212,12 +212,18 @@ void append_not_shown(std::string& out, const Report& report, const RenderOption
 
 }  // namespace
 
+void append_call_stack(std::string& out, const Stack& stack, size_t max_frames) {
+  append_stack(out, stack, max_frames);
+}
+
 std::string render_text(const Report& report, const RenderOptions& options) {
   std::string out;
   append_header(out, report.trace);
+  append_devices(out, report);
   append_filters(out, report);
   append_totals(out, report, options);
   append_leaks(out, report, options);
+  append_imported(out, report, options);
   append_allocators(out, report);
   append_suppressed(out, report);  // CI sections: render_ci.cpp
   append_growth(out, report, options);

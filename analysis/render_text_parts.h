@@ -24,6 +24,13 @@ std::string format_seconds(double seconds);
 // The innermost frame of a stack on one line ("at f file:line [module]").
 std::string one_line_stack(const Stack& stack);
 
+// A call stack, one frame a line (render_text.cpp); max_frames 0: all.
+void append_call_stack(std::string& out, const Stack& stack, size_t max_frames);
+// Under the header: each device's name and UUID from the devices table (render_text_imported.cpp).
+void append_devices(std::string& out, const Report& report);
+// After the leaks: other processes' memory opened here, per device, and the handles left open.
+void append_imported(std::string& out, const Report& report, const RenderOptions& options);
+
 // Under the header: the filters in effect and what they matched (render_text_ranges.cpp).
 void append_filters(std::string& out, const Report& report);
 // "Memory by NVTX range" and the growth per repetition of repeated ranges (render_text_ranges.cpp).

@@ -1,0 +1,20 @@
+// Parts of the JSON report built outside render_json.cpp (internal to analysis/).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/model.h"
+
+namespace gmt::analysis {
+
+// A stack's frames as every stack[] of the report (render_json.cpp).
+nlohmann::ordered_json call_stack_json(const Stack& stack);
+
+// devices[]: ordinal, name, uuid, total_bytes, pci_bus_id (null where not recorded); [] before schema v6.
+nlohmann::ordered_json devices_json(const std::vector<DeviceInfo>& devices);
+// imported: opens, closes, peak_bytes, peak_time_ns, devices[] (device, peak_bytes, peak_time_ns, opens,
+// open_at_end_bytes), left_open_handles, left_open_bytes, left_open[] (bytes, count, apis[], devices[],
+// stack_id, stack_ids, stack_missing, stack[]). render_json_imported.cpp.
+nlohmann::ordered_json imported_json(const ImportedMemory& imported);
+
+}  // namespace gmt::analysis
