@@ -5,6 +5,7 @@ Skips (exit 77) with fewer than two GPUs or without PyTorch (with CUDA and NCCL)
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import unittest
@@ -77,11 +78,40 @@ class TorchDdpTest(TraceDirTestCase):
         top = merged["leaks"][0]
         self.assertEqual([p["rank"] for p in top["processes"]], ["1"])
         self.assertGreaterEqual(top["bytes"], STEPS * KEEP_BYTES)
+        self.check_imported_memory(traces, processes)
         self.figures.append(
             "torchrun 2 ranks NCCL: " + "; ".join(
                 f"rank {p['rank']} devices {p['devices']} peak {p['peak_bytes']} B leaked {p['leaked_bytes']} B "
                 f"NCCL at peak {p['nccl_bytes_at_peak']} B" for p in processes) +
             f"; outliers {sorted(named)}")
+
+    def check_imported_memory(self, traces, processes):
+        """NCCL maps its peer's buffers (IPC handles, or shareable VMM handles with cuMemImportFromShareableHandle):
+        printed per rank, and never counted as the rank's own memory. No fixed figure: NCCL decides how much."""
+        for trace, p in zip(traces, processes):
+            report = json.loads(run_cli("report", "--format", "json", trace).stdout)
+            imported = report["imported"]
+            self.assertEqual(imported["peak_bytes"], p["imported"]["peak_bytes"])
+            per_device = ", ".join(f"device {d['device']}: peak {d['peak_bytes']} B, {d['opens']} opens, "
+                                   f"{d['open_at_end_bytes']} B open at the end" for d in imported["devices"])
+            print(f"rank {p['rank']}: imported {imported['opens']} opened, {imported['closes']} closed, "
+                  f"peak {imported['peak_bytes']} B ({per_device or 'none'}); "
+                  f"{imported['left_open_handles']} handles left open", flush=True)
+            self.figures.append(f"rank {p['rank']} imported peak {imported['peak_bytes']} B ({per_device or 'none'})")
+            # The rank's own totals are its own allocations only: every Alloc except the imported ones, plus
+            # physical VMM memory it created. Mapped imported handles are never VmmPhysical of this rank.
+            db = sqlite3.connect(trace)
+            own_bytes = db.execute("SELECT coalesce(sum(size), 0) FROM events WHERE (kind = 1 AND memory_kind != 5) "
+                                   "OR kind = 12").fetchone()[0]
+            imported_events = db.execute("SELECT count(*) FROM events WHERE memory_kind = 5").fetchone()[0]
+            db.close()
+            self.assertEqual(report["totals"]["allocated_bytes"], own_bytes, p["rank"])
+            for leak in report["leaks"]:
+                self.assertNotIn("ipc_imported", leak["memory_kinds"], leak)
+            for series in report["timeline"]["series"]:
+                self.assertNotEqual(series["memory_kind"], "ipc_imported")
+            if imported_events:
+                self.assertGreater(imported["opens"], 0, p["rank"])
 
     @classmethod
     def tearDownClass(cls):
