@@ -27,7 +27,10 @@ class IpcOnGpuTest(TraceDirTestCase):
         self.assertEqual(set(truth), {"exporter", "importer"}, result.stdout)
         importer_truth = dict(kv.split("=") for kv in truth["importer"].split())
         exporter = importer = None
-        for trace in sorted(os.path.join(self.dir, n) for n in os.listdir(self.dir) if n.startswith(f"ipc-{backend}.")):
+        traces = sorted(os.path.join(self.dir, n) for n in os.listdir(self.dir)
+                        if n.startswith(f"ipc-{backend}.") and n.endswith(".db"))
+        self.assertEqual(len(traces), 2, os.listdir(self.dir))
+        for trace in traces:
             with sqlite3.connect(trace) as db:
                 command = db.execute("SELECT value FROM meta WHERE key = 'command_line'").fetchone()[0]
             if command.endswith(" import"):
