@@ -28,8 +28,8 @@ struct CallbackSite {
 #define GMT_RUNTIME_SITE(fn, api) \
   {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn, schema::Api::api}
 
-// cuda.h (included above, before the schema) #defines cuIpcOpenMemHandle as cuIpcOpenMemHandle_v2: in this
-// header both the schema's enumerator and its use below read as cuIpcOpenMemHandle_v2, the same Api value (42).
+// Both of the driver's IPC-open entry points are Api::cuIpcOpenMemHandle_v2 (the schema spells it so because
+// cuda.h #defines cuIpcOpenMemHandle as cuIpcOpenMemHandle_v2); the CBID names are pasted, never expanded.
 inline constexpr CallbackSite kCallbackSites[] = {
     // Allocations and frees.
     GMT_DRIVER_SITE(cuMemAlloc_v2, cuMemAlloc),
@@ -60,8 +60,8 @@ inline constexpr CallbackSite kCallbackSites[] = {
     GMT_DRIVER_SITE(cuMemAddressReserve, cuMemAddressReserve),
     GMT_DRIVER_SITE(cuMemAddressFree, cuMemAddressFree),
     // Memory imported from other processes (IPC handles, shareable VMM handles).
-    GMT_DRIVER_SITE(cuIpcOpenMemHandle, cuIpcOpenMemHandle),
-    GMT_DRIVER_SITE(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle),
+    GMT_DRIVER_SITE(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2),
+    GMT_DRIVER_SITE(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2),
     GMT_DRIVER_SITE(cuIpcCloseMemHandle, cuIpcCloseMemHandle),
     GMT_DRIVER_SITE(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle),
 

@@ -314,7 +314,7 @@ extern "C" CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   extern "C" CUresult name(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) { \
     GMT_DRIVER_PROLOGUE(name, (pdptr, handle, Flags));                                      \
     CUresult result = real(pdptr, handle, Flags);                                           \
-    gmt::recorder::record_ipc_open(make_call(Api::cuIpcOpenMemHandle, result, MemoryKind::IpcImported), \
+    gmt::recorder::record_ipc_open(make_call(Api::cuIpcOpenMemHandle_v2, result, MemoryKind::IpcImported), \
                                    written(result, pdptr));                                 \
     return result;                                                                          \
   }

@@ -86,7 +86,7 @@ std::string_view to_string(Api api) {
     case Api::cudaMemPoolTrimTo: return "cudaMemPoolTrimTo";
     case Api::cudaIpcOpenMemHandle: return "cudaIpcOpenMemHandle";
     case Api::cudaIpcCloseMemHandle: return "cudaIpcCloseMemHandle";
-    case Api::cuIpcOpenMemHandle: return "cuIpcOpenMemHandle";
+    case Api::cuIpcOpenMemHandle_v2: return "cuIpcOpenMemHandle";
     case Api::cuIpcCloseMemHandle: return "cuIpcCloseMemHandle";
     case Api::cuMemImportFromShareableHandle: return "cuMemImportFromShareableHandle";
     case Api::torchBlockAlloc: return "torch_block_alloc";

@@ -129,7 +129,9 @@ enum class Api : uint8_t {
   // v6: memory imported from other processes.
   cudaIpcOpenMemHandle = 40,
   cudaIpcCloseMemHandle = 41,
-  cuIpcOpenMemHandle = 42,  // cuIpcOpenMemHandle and cuIpcOpenMemHandle_v2
+  // cuIpcOpenMemHandle and cuIpcOpenMemHandle_v2. Spelled _v2 because cuda.h #defines cuIpcOpenMemHandle as
+  // cuIpcOpenMemHandle_v2: the name then means the same enumerator with or without cuda.h included.
+  cuIpcOpenMemHandle_v2 = 42,
   cuIpcCloseMemHandle = 43,
   cuMemImportFromShareableHandle = 44,
   // v6: a tensor block allocated or freed by PyTorch's caching allocator (block-level mode).
