@@ -62,7 +62,9 @@ void conclude(AllocatorDevice& d) {
   if (d.allocator != FrameworkAllocator::TorchCaching || !d.peak_inactive_split_bytes) return;
   const uint64_t split = *d.peak_inactive_split_bytes;
   const uint64_t reserved = d.reserved_at_peak_inactive_split_bytes;
-  if (split < kFragmentedMinBytes || reserved == 0 || static_cast<double>(split) <= kFragmentedShare * reserved) return;
+  if (split < kFragmentedMinBytes || reserved == 0) return;
+  const double share = static_cast<double>(split) / static_cast<double>(reserved);
+  if (share <= kFragmentedShare && !(split >= kFragmentedLargeBytes && share >= kFragmentedLargeShare)) return;
   d.fragmented = true;
   d.advice = fmt::format(
       "{:.0f}% of the reserved memory was free but split inside partly used blocks at {} ({} of {}): PyTorch "

@@ -76,7 +76,8 @@ enum class MemoryKind : uint8_t {
   VmmPhysical = 4,  // physical memory created with cuMemCreate (counted once, however often it is mapped)
   // Another process's device memory opened here (cudaIpcOpenMemHandle / cuIpcOpenMemHandle, or a mapping of a
   // VMM handle imported with cuMemImportFromShareableHandle) (v6). The exporter owns the memory: it is never
-  // added to this process's device total; events.device is the device the memory lives on.
+  // added to this process's device total. events.device: for an IPC-opened pointer the device the driver names
+  // for it (the opening context's); for a mapped VMM import the device the physical memory lives on.
   IpcImported = 5,
   // A block PyTorch's caching allocator handed to a tensor (the block-level mode, v6; source TorchAllocator).
   // It lives inside device memory already counted as Device or VmmPhysical: never added to device totals.

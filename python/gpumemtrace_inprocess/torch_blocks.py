@@ -241,6 +241,11 @@ def _start_recording(torch, record):
         record_history(enabled="all", context="alloc", stacks="python", max_entries=ring)
     drain = Drain(torch.cuda.memory._snapshot, record, ring)
     drain.mark_started()
+    # One drain now, on the app's thread: whatever PyTorch imports lazily to take a snapshot is imported here,
+    # not later by our drain thread while the app imports the same modules (seen on the H200: the app's
+    # `import torch._dynamo` failed with a circular-import error on torch._inductor.utils, partially
+    # initialized by a concurrent import from the drain thread).
+    drain.drain()
     _drain = drain
     stop = threading.Event()
 

@@ -53,7 +53,7 @@ class GpuAllocatorStatsTest(TraceDirTestCase):
                                             {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
         print("FIGURE", out.stdout.strip(), "|", out_x.stdout.strip())
         found = rows(default)
-        self.assertTrue(found)
+        self.assertTrue(found, f"no allocator_stats rows; the run's stderr:\n{out.stderr[-3000:]}")
         self.assertEqual({r[1] for r in found}, {1})  # TorchCaching
         self.assertEqual({r[1] for r in rows(expandable)}, {2})  # TorchExpandable
         self.assertGreaterEqual(sum(1 for r in found if r[2] == 2), 12)  # a sample at each of the 12 "round" ends
@@ -91,7 +91,10 @@ class GpuAllocatorStatsTest(TraceDirTestCase):
         request = int(out.stdout.split("request_bytes=")[1].split()[0])
         report = report_json(trace)
         [oom] = report["allocator_stats"]["ooms"]
-        self.assertEqual(oom["request_bytes"], request)
+        # PyTorch's observer reports the size its allocator asked for: the tensor's size rounded up to its block
+        # granularity (measured: +64 KiB for a request of the GPU's total + 1 GiB).
+        self.assertGreaterEqual(oom["request_bytes"], request)
+        self.assertLess(oom["request_bytes"], request + (2 << 20))
         self.assertEqual(oom["allocator"], "pytorch_caching")
         self.assertGreaterEqual(oom["in_use_bytes"], 1 << 30)  # the held tensor
         self.assertGreaterEqual(oom["reserved_bytes"], oom["in_use_bytes"])
@@ -104,7 +107,7 @@ class GpuAllocatorStatsTest(TraceDirTestCase):
               f"device free {oom['device_free']}, CUDA-level failure {oom['cuda_failure_event_id']}")
         text = subprocess.run([CLI, "report", trace], capture_output=True, text=True).stdout
         self.assertIn("PyTorch out of memory (1)", text)
-        self.assertIn(f"({request} B)", text)
+        self.assertIn(f"({oom['request_bytes']} B)", text)
 
     def test_c_cupy_pool_is_cache(self):
         if not has_module("cupy"):

@@ -98,8 +98,8 @@ TEST(AllocatorStatsTest, FiguresPerDeviceAndTheCacheAtTheEnd) {
   EXPECT_EQ(text.find("advice:"), std::string::npos) << text;
 }
 
-// The rule: default PyTorch allocator, inactive split > 25% of the reserved bytes at the sample where it peaked,
-// and at least 32 MiB.
+// The rule: default PyTorch allocator, inactive split at least 32 MiB and > 25% of the reserved bytes at the
+// sample where it peaked, or at least 256 MiB and 5% of them.
 TEST(AllocatorStatsTest, FragmentationAdviceRule) {
   struct Case {
     FrameworkAllocator allocator;
@@ -108,9 +108,12 @@ TEST(AllocatorStatsTest, FragmentationAdviceRule) {
     bool advised;
   };
   const Case cases[] = {
-      {FrameworkAllocator::TorchCaching, 257 * kMiB, 1024 * kMiB, true},   // just above 25%
-      {FrameworkAllocator::TorchCaching, 256 * kMiB, 1024 * kMiB, false},  // exactly 25%
+      {FrameworkAllocator::TorchCaching, 201 * kMiB, 800 * kMiB, true},    // just above 25%
+      {FrameworkAllocator::TorchCaching, 200 * kMiB, 800 * kMiB, false},   // exactly 25%, under 256 MiB
       {FrameworkAllocator::TorchCaching, 31 * kMiB, 64 * kMiB, false},     // 48%, but under 32 MiB
+      {FrameworkAllocator::TorchCaching, 256 * kMiB, 5120 * kMiB, true},   // 256 MiB and 5%: large enough
+      {FrameworkAllocator::TorchCaching, 255 * kMiB, 5100 * kMiB, false},  // 5%, but under 256 MiB
+      {FrameworkAllocator::TorchCaching, 300 * kMiB, 8192 * kMiB, false},  // 300 MiB, but under 5%
       {FrameworkAllocator::TorchExpandable, 600 * kMiB, 1024 * kMiB, false},  // already expandable
   };
   for (const Case& c : cases) {
