@@ -89,6 +89,12 @@ struct Recorder {
   // that the device is described while the process runs: at exit the driver may be gone already.
   uint64_t devices_recorded = 0;
   bool device_news = false;
+  // bit d: an app thread took on describing device d (record(), outside the lock), in the process's own
+  // time: a short-lived process may exit before its writer runs, and at exit the driver is finalized already
+  // (libcuda is loaded after us, so it is unloaded before us). The descriptions wait here for the writer.
+  std::atomic<uint64_t> devices_claimed{0};
+  std::mutex descriptions_mutex;  // guards `descriptions` only (taken alone, never with another lock)
+  std::vector<DeviceDescription> descriptions;
 
   // Flushes asked for by fatal-signal handlers (async-signal-safe: atomics only). A handler takes a ticket
   // (++flush_requested) and waits until the writer has written a batch taken after that (flush_done >=
@@ -160,9 +166,20 @@ void write_devices_meta(Recorder& r) {
     if (r.devices_seen & (uint64_t{1} << d)) list += (list.empty() ? "" : ",") + std::to_string(d);
   }
   r.writer.set_meta(schema::meta::kDevices, list);
-  // The devices table: name, UUID, capacity and PCI bus of each device the first time an event names it.
-  // Here in the writer thread, never in a hook; a device the driver cannot describe yet is tried again at
-  // the next new device and at exit.
+  // The devices table: name, UUID, capacity and PCI bus of each device the first time an event names it, as
+  // the app thread that recorded that event described it (record()); a device it could not describe is tried
+  // here in the writer thread, again at the next new device and at exit.
+  std::vector<DeviceDescription> taken;
+  {
+    std::lock_guard descriptions_lock(r.descriptions_mutex);
+    taken.swap(r.descriptions);
+  }
+  for (const DeviceDescription& description : taken) {
+    const uint64_t bit = uint64_t{1} << description.ordinal;
+    if (r.devices_described & bit) continue;
+    r.writer.write_device(description);
+    r.devices_described |= bit;
+  }
   for (int d = 0; d < 64; ++d) {
     const uint64_t bit = uint64_t{1} << d;
     if (!(r.devices_seen & bit) || (r.devices_described & bit)) continue;
@@ -414,6 +431,20 @@ void record(EventRecord& event, bool take_stack) {
     if (!stack) {
       capture_stack(raw);
       stack = &raw;
+    }
+  }
+
+  // A device's first event: its description is taken now, by this thread, outside the lock (once per device
+  // and process; the recursion guard is held, so the driver calls below record nothing).
+  if (event.device >= 0 && event.device < 64) {
+    const uint64_t bit = uint64_t{1} << event.device;
+    if (!(r.devices_claimed.load(std::memory_order_relaxed) & bit) &&
+        !(r.devices_claimed.fetch_or(bit, std::memory_order_relaxed) & bit)) {
+      DeviceDescription description;
+      if (describe_device(event.device, description)) {
+        std::lock_guard descriptions_lock(r.descriptions_mutex);
+        r.descriptions.push_back(std::move(description));
+      }
     }
   }
 

@@ -75,11 +75,11 @@ class IpcOnGpuTest(TraceDirTestCase):
         self.assertEqual(exporter_report["totals"]["leaked_bytes"], 0, backend)
         self.assertEqual(exporter_report["imported"]["opens"], 0, backend)
 
-        for trace in (exporter, importer):
+        for trace, device in ((exporter, 0), (importer, importer_device)):
             with sqlite3.connect(trace) as db:
                 rows = db.execute("SELECT ordinal, name, uuid, total_bytes, pci_bus_id FROM devices").fetchall()
             print(f"{backend}: devices of {os.path.basename(trace)}: {rows}", flush=True)
-            self.assertIn(0, [r[0] for r in rows])
+            self.assertIn(device, [r[0] for r in rows])
             for ordinal, name, uuid, total_bytes, pci_bus_id in rows:
                 self.assertTrue(name and not name.startswith("Simulated"), rows)
                 self.assertRegex(uuid or "", r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
