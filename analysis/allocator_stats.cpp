@@ -77,16 +77,7 @@ void conclude(AllocatorDevice& d) {
 
 }  // namespace
 
-std::string allocator_id(FrameworkAllocator allocator) {
-  switch (allocator) {
-    case FrameworkAllocator::TorchCaching: return "pytorch_caching";
-    case FrameworkAllocator::TorchExpandable: return "pytorch_expandable_segments";
-    case FrameworkAllocator::TorchMallocAsync: return "pytorch_cuda_malloc_async";
-    case FrameworkAllocator::CupyPool: return "cupy_pool";
-    case FrameworkAllocator::JaxXla: return "jax_xla";
-  }
-  return "unknown";
-}
+std::string allocator_id(FrameworkAllocator allocator) { return std::string(schema::to_string(allocator)); }
 
 std::string allocator_display_name(FrameworkAllocator allocator) {
   switch (allocator) {
