@@ -128,8 +128,10 @@ class TorchSource:
         return (current("allocated_bytes") or 0, reserved, current("inactive_split_bytes"),
                 s.get("num_alloc_retries"), s.get("num_ooms"))
 
-    def devices_now(self, now):
-        if now >= self.next_scan:
+    def devices_now(self, now, rescan=False):
+        # Until a device is in use, every sample looks (a run shorter than DEVICE_SCAN_S after CUDA's init, which
+        # found nothing in use yet, had no samples at all on the H200); and the exit sample always looks.
+        if rescan or not self.devices or now >= self.next_scan:
             self.next_scan = now + DEVICE_SCAN_S
             for device in range(self.torch.cuda.device_count()):
                 if device not in self.devices:
@@ -184,7 +186,7 @@ class CupySource:
     def start(self):
         pass
 
-    def devices_now(self, now):
+    def devices_now(self, now, rescan=False):
         return self._active_devices()
 
     def stats(self, device):
@@ -218,7 +220,7 @@ class JaxSource:
     def start(self):
         pass
 
-    def devices_now(self, now):
+    def devices_now(self, now, rescan=False):
         return self._gpu_devices()
 
     def stats(self, device):
@@ -312,7 +314,7 @@ class Sampler:
                             continue
                         source.started = True
                         source.start()
-                    for device in source.devices_now(self.last_sample):
+                    for device in source.devices_now(self.last_sample, rescan=trigger == EXIT):
                         self.sample_locked(source, device, trigger, None)
                 except Exception as error:
                     self.drop(source, error)
