@@ -56,7 +56,8 @@ class GpuAllocatorStatsTest(TraceDirTestCase):
         self.assertTrue(found, f"no allocator_stats rows; the run's stderr:\n{out.stderr[-3000:]}")
         self.assertEqual({r[1] for r in found}, {1})  # TorchCaching
         self.assertEqual({r[1] for r in rows(expandable)}, {2})  # TorchExpandable
-        self.assertGreaterEqual(sum(1 for r in found if r[2] == 2), 12)  # a sample at each of the 12 "round" ends
+        # Range ends are sampled at most once per 10 ms (the last end of a burst always): 12 quick "round"s gave 3.
+        self.assertGreaterEqual(sum(1 for r in found if r[2] == 2), 1)
         self.assertEqual([r[2] for r in found][-1], 4)  # the exit sample
 
         base = report_json(default)["allocator_stats"]["devices"][0]
