@@ -21,7 +21,8 @@ struct StackBytes;  // model.h
 // The advice rule: under PyTorch's default caching allocator, the peak inactive split bytes are at least
 // kFragmentedMinBytes and either above kFragmentedShare of the reserved bytes at that sample, or at least
 // kFragmentedLargeBytes and kFragmentedLargeShare of them (on a big GPU a small share is still a lot of memory
-// no larger tensor can use: 413 MiB, 9% of 4.5 GiB, in samples/torch_fragmenting.py on the H200).
+// no larger tensor can use: 307 MiB, 6.7% of 4.5 GiB at its sampled peak, in samples/torch_fragmenting.py on
+// the H200).
 inline constexpr double kFragmentedShare = 0.25;
 inline constexpr uint64_t kFragmentedMinBytes = 32ull << 20;
 inline constexpr double kFragmentedLargeShare = 0.05;
