@@ -68,6 +68,10 @@ class AllocatorStatsTest(TraceDirTestCase):
         self.assertTrue(all(r[9] >= init_ns for r in found), (init_ns, found[:2]))
         self.assertEqual({r[:6] for r in cadence}, {(0, 1, CADENCE, 5 * MiB, 20 * MiB, 0)})
 
+    def test_a_run_shorter_than_the_device_scan_is_sampled_at_exit(self):
+        trace, _ = self.run_app("short", "short", env={"GMT_ALLOCATOR_SAMPLE_MS": "20"})
+        self.assertEqual([r[:6] for r in rows(trace) if r[2] == EXIT], [(0, 1, EXIT, 2 * MiB, 4 * MiB, 0)])
+
     def test_switched_off(self):
         trace, _ = self.run_app("off", "steps", env={"GMT_ALLOCATOR_SAMPLE_MS": "0", "FAKE_TORCH_WAIT": "0"})
         self.assertEqual(rows(trace), [])

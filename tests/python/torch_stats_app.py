@@ -5,6 +5,7 @@ counts memory_stats calls), so the test does not depend on timing.
 
 usage: torch_stats_app.py steps [SPLIT_SCALE]   scripted figures (inactive split bytes times SPLIT_SCALE)
        torch_stats_app.py cadence              CUDA initialised after 0.3 s, then 0.5 s of periodic samples
+       torch_stats_app.py short                the sampler looks once while nothing is in use, then the app exits
 """
 import sys
 import time
@@ -62,8 +63,18 @@ def cadence():
     time.sleep(0.5)
 
 
+def short():
+    # A run shorter than the sampler's device scan period: its first look finds nothing in use; memory comes
+    # into use after it, and the app ends at once (as a short PyTorch job on the H200 did).
+    torch.cuda.init()
+    fixture.wait_for_stats_call(0, fixture.stats_calls[0])
+    fixture.set_stats(0, allocated=2 * MiB, reserved=4 * MiB, inactive_split=0, retries=0, ooms=0)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "steps":
         steps(float(sys.argv[2]) if len(sys.argv) > 2 else 1.0)
+    elif sys.argv[1] == "short":
+        short()
     else:
         cadence()
