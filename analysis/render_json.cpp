@@ -18,11 +18,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 template <typename T>
-Json optional_value(const std::optional<T>& value) {
-  return value ? Json(*value) : Json(nullptr);
-}
-
-template <typename T>
 Json per_kind(const PerKind<T>& values) {
   return Json{{"device", values.device}, {"managed", values.managed}, {"host_pinned", values.host_pinned},
               {"vmm_physical", values.vmm_physical}};

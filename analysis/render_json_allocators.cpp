@@ -1,14 +1,10 @@
 #include "analysis/render_json_allocators.h"
+#include "analysis/render_json_parts.h"
 
 namespace gmt::analysis {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-template <typename T>
-Json optional_value(const std::optional<T>& value) {
-  return value ? Json(*value) : Json(nullptr);
-}
 
 Json sample_json(const AllocatorSample& s) {
   return Json{{"time_ns", s.time_ns},

@@ -6,11 +6,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-template <typename T>
-Json optional_value(const std::optional<T>& value) {
-  return value ? Json(*value) : Json(nullptr);
-}
-
 }  // namespace
 
 Json devices_json(const std::vector<DeviceInfo>& devices) {

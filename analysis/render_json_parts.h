@@ -3,9 +3,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "analysis/model.h"
 
 namespace gmt::analysis {
+
+// A value, or null when absent: every optional figure of the JSON report.
+template <typename T>
+nlohmann::ordered_json optional_value(const std::optional<T>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
+}
 
 // A stack's frames as every stack[] of the report (render_json.cpp).
 nlohmann::ordered_json call_stack_json(const Stack& stack);

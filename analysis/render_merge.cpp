@@ -8,6 +8,7 @@
 
 #include "analysis/format.h"
 #include "analysis/merge.h"
+#include "analysis/render_json_parts.h"
 
 namespace gmt::analysis {
 namespace {
@@ -16,11 +17,6 @@ using Json = nlohmann::ordered_json;
 
 constexpr size_t kTextFramesPerStack = 8;
 constexpr size_t kTextProcessesPerLeak = 8;
-
-template <typename T>
-Json optional_value(const std::optional<T>& value) {
-  return value ? Json(*value) : Json(nullptr);
-}
 
 // "rank 3", else "pid 1234", else the trace's path: how a process is named everywhere in the report.
 std::string process_label(const ProcessSummary& p) {
