@@ -210,6 +210,10 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   info.simulated = meta_flag(trace, meta::kSimulated);
   info.symbolized = meta_flag(trace, meta::kSymbolized);
   info.stop_reason = trace.meta(meta::kStopReason);
+  info.recording_pauses =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPauses).value_or(0)));
+  info.recording_paused_ns =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPausedNs).value_or(0)));
   info.dropped_events =
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
 }

@@ -184,6 +184,8 @@ struct TraceInfo {
   uint64_t dropped_events = 0;
   uint64_t event_count = 0;  // rows of `events`, all kinds
   std::optional<std::string> stop_reason;  // meta.stop_reason: why recording ended early (a full disk...)
+  uint64_t recording_pauses = 0;           // meta.recording_pauses: benchmark pauses (events then are missing)
+  uint64_t recording_paused_ns = 0;
 };
 
 // Why a trace is incomplete, for a sentence: "recording stopped early: disk full: ..." when the trace says

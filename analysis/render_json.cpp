@@ -59,6 +59,8 @@ Json trace_json(const TraceInfo& trace) {
               {"simulated", trace.simulated},
               {"symbolized", trace.symbolized},
               {"dropped_events", trace.dropped_events},
+              {"recording_pauses", trace.recording_pauses},
+              {"recording_paused_ns", trace.recording_paused_ns},
               {"event_count", trace.event_count}};
 }
 

@@ -87,6 +87,12 @@ void append_header(std::string& out, const TraceInfo& trace) {
         "warning: the trace is not symbolized: frames show addresses only (gpumemtrace symbolize {}).\n",
         trace.path);
   }
+  if (trace.recording_pauses > 0) {
+    out += fmt::format(
+        "warning: recording was paused {} for {} in all (a benchmark's gmt_set_recording_paused):\n"
+        "         what happened then is missing; a block freed during a pause may be shown as live.\n",
+        plural(trace.recording_pauses, "time", "times"), format_duration(static_cast<int64_t>(trace.recording_paused_ns)));
+  }
   if (trace.dropped_events > 0) {
     out += fmt::format("warning: {} lost while recording: the numbers below may be too low.\n",
                        plural(trace.dropped_events, "event was", "events were"));

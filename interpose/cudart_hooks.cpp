@@ -126,7 +126,7 @@ void record_ipc_close(const void* address) {
     gmt::interpose::ensure_backend_started();                                            \
     if (gmt::recorder::driver_level_backend()) {                                         \
       gmt::recorder::RuntimeApiScope naming(Api::api);                                   \
-      gmt::recorder::CallerStack caller_stack(!gmt::recorder::t_in_hook);                \
+      gmt::recorder::CallerStack caller_stack(gmt::recorder::a_hook_here_would_record()); \
       return real args;                                                                  \
     }                                                                                    \
     HookScope scope;                                                                     \

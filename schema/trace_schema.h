@@ -345,6 +345,11 @@ inline constexpr const char* kTensorBlocks = "tensor_blocks";
 // How many drains of PyTorch's history ring found that it had overwritten entries not drained yet (the app
 // allocated faster than the drain kept up): tensor blocks were lost then (how many is unknown). "0": none lost.
 inline constexpr const char* kTensorBlocksOverruns = "tensor_blocks_overruns";
+// The benchmark control gmt_set_recording_paused (recorder/pause.cpp): how many times recording was paused and for
+// how long in all (ns, pauses that ended). Events in those periods are missing from the trace: an allocation freed
+// during a pause looks live. Absent when recording was never paused.
+inline constexpr const char* kRecordingPauses = "recording_pauses";
+inline constexpr const char* kRecordingPausedNs = "recording_paused_ns";
 }  // namespace meta
 
 // The values of meta.backend (one name per Source), written by the library and by the CLI.

@@ -239,8 +239,9 @@ class JaxSource:
 # ---- The sampler ----------------------------------------------------------------------------------------------
 
 class Sampler:
-    def __init__(self, record, range_ends, wait_for_range_end, period_ms):
+    def __init__(self, record, range_ends, wait_for_range_end, period_ms, recording_paused=None):
         self.record = record
+        self.recording_paused = recording_paused or (lambda: 0)  # a benchmark's pause (recorder/pause.cpp)
         self.range_ends = range_ends
         self.wait_for_range_end = wait_for_range_end
         self.period_s = period_ms / 1000.0
@@ -303,6 +304,8 @@ class Sampler:
         self.sample(EXIT)
 
     def sample(self, trigger):
+        if trigger != EXIT and self.recording_paused():
+            return  # nothing is recorded now: not even the statistics' own cost is paid
         with self.lock:
             if self.stopped and trigger != EXIT:
                 return
@@ -374,6 +377,7 @@ def start():
     if record is None or range_ends is None:
         _say_once("native", "this libgpumemtrace has no allocator statistics: they are off")
         return
-    _sampler = Sampler(record, range_ends, wait or _polling_wait(range_ends), period_ms)
+    paused = native.function("gmt_recording_paused", ctypes.c_int, [])
+    _sampler = Sampler(record, range_ends, wait or _polling_wait(range_ends), period_ms, paused)
     for module, source in (("torch", TorchSource), ("cupy", CupySource), ("jax", JaxSource)):
         watch.when_imported(module, lambda imported, source=source: _sampler.add(source(imported, _sampler)))

@@ -1,0 +1,52 @@
+// The benchmark control: pausing recording inside a profiled process, so that one process can be timed with
+// and without the profiler's work in alternation (bench/torch_step.py --in-process). Step times of separate
+// processes differ by tens of percent on GPU machines; within one process they do not, which is what makes a
+// 0.5% difference measurable at all.
+//
+// While paused every hook passes its call through unrecorded (recorder/guard.h), so the trace misses whatever
+// happened then: an allocation freed during a pause stays live in the report. The trace says so (meta
+// recording_pauses and recording_paused_ns, docs/trace-format.md) and `report` warns. Not for production use.
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "recorder/guard.h"
+#include "recorder/recorder.h"
+#include "schema/trace_schema.h"
+
+namespace gmt::recorder {
+namespace {
+
+std::mutex g_pause_lock;  // orders pauses and resumes from different threads; never taken by a hook
+uint64_t g_pauses = 0;
+uint64_t g_paused_ns = 0;
+uint64_t g_paused_since_ns = 0;
+
+}  // namespace
+}  // namespace gmt::recorder
+
+using namespace gmt::recorder;
+
+// Pauses (paused != 0) or resumes recording; returns the previous state (1: was paused).
+extern "C" __attribute__((visibility("default"))) int gmt_set_recording_paused(int paused) {
+  std::lock_guard lock(g_pause_lock);
+  bool was = g_recording_paused.load(std::memory_order_relaxed);
+  if (was == (paused != 0)) return was ? 1 : 0;
+  uint64_t now = now_ns();
+  if (paused) {
+    ++g_pauses;
+    g_paused_since_ns = now;
+    g_recording_paused.store(true, std::memory_order_relaxed);
+  } else {
+    g_recording_paused.store(false, std::memory_order_relaxed);
+    g_paused_ns += now - g_paused_since_ns;
+  }
+  // Written with the next batch; a pause still open at exit is counted up to its start only.
+  set_meta_later(gmt::schema::meta::kRecordingPauses, std::to_string(g_pauses));
+  set_meta_later(gmt::schema::meta::kRecordingPausedNs, std::to_string(g_paused_ns));
+  return was ? 1 : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) int gmt_recording_paused(void) {
+  return g_recording_paused.load(std::memory_order_relaxed) ? 1 : 0;
+}
