@@ -29,11 +29,16 @@ import time
 PINNED_CORES = {2, 3}
 
 
-def worker(steps, batch_size, record_history):
+def pin_to_cores():
     try:
         os.sched_setaffinity(0, PINNED_CORES & os.sched_getaffinity(0) or os.sched_getaffinity(0))
     except OSError:
         pass
+
+
+def build_steps(batch_size):
+    """The model, its optimizer and a batch on the GPU; returns (train_step, infer_step), each one synchronized
+    step inside an NVTX range ("train step", "inference")."""
     import torch
     from torch import nn
 
@@ -43,8 +48,6 @@ def worker(steps, batch_size, record_history):
     model = nn.TransformerEncoder(layer, num_layers=6).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     batch = torch.randn(batch_size, 256, 512, device=device)
-    if record_history:
-        torch.cuda.memory._record_memory_history(max_entries=100000)
 
     def train_step():
         torch.cuda.nvtx.range_push("train step")
@@ -62,6 +65,17 @@ def worker(steps, batch_size, record_history):
             model(batch)
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
+
+    return train_step, infer_step
+
+
+def worker(steps, batch_size, record_history):
+    pin_to_cores()
+    import torch
+
+    train_step, infer_step = build_steps(batch_size)
+    if record_history:
+        torch.cuda.memory._record_memory_history(max_entries=100000)
 
     def timed(step, count):
         times = []

@@ -41,6 +41,8 @@ fi
 [ -n "${GMT_SKIP_BENCH:-}" ] || python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUNDS:-5}" --with-sanitizer 2>&1 | tee "$out/overhead.txt"
 # A real PyTorch training and inference step, raw vs profiled vs PyTorch's own recorder (target: 0.5%).
 [ -n "${GMT_SKIP_BENCH:-}${GMT_SKIP_TORCH_BENCH:-}" ] || python3 bench/torch_step.py "$build" "${GMT_TORCH_ROUNDS:-5}" ${GMT_TORCH_ARGS:-} 2>&1 | tee "$out/torch_step.txt"
+# The same step with recording switched on and off inside one process (the figure for the 0.5% target).
+[ -n "${GMT_SKIP_BENCH:-}${GMT_SKIP_TORCH_BENCH:-}" ] || python3 bench/torch_step_ab.py "$build" ${GMT_TORCH_AB_ARGS:-} 2>&1 | tee "$out/torch_step_ab.txt"
 # CPU-side figures on this idle host, the writer pinned to two cores like the build machine (GMT_CPU_BENCH=1).
 if [ -n "${GMT_CPU_BENCH:-}" ]; then
   taskset -c 0,1 python3 bench/trace_throughput.py "$build" --rounds 3 2>&1 | tee "$out/trace_throughput.txt"

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""What the profiler costs a real PyTorch step, measured inside one process: recording switched on and off in
+alternating blocks of steps (gmt_set_recording_paused, recorder/pause.cpp), so that both arms run in the same
+process, on the same GPU clocks and memory placement. Separate processes of the same program differ by 10-30%
+in step time on these machines (bench/torch_step.py, docs/benchmarks.md), which hides a 0.5% cost; blocks of
+one process do not.
+
+Arms: "on" is the profiler as it runs by default (every hook recording with stacks, Python frames, NVTX
+capture, the allocator sampler); "off" is the same process with every hook passing its call through (one
+relaxed load per hook) and the sampler idle. What "off" still pays: CUPTI's dispatch of the callbacks that are
+subscribed, and our NVTX handler's early return: below a microsecond per call, a few calls per step. Blocks run
+in ABBA order (on, off, off, on, ...) so that a linear drift cancels; each block starts with one untimed step;
+a block's figure is its median step; the cost is taken over the adjacent (on, off) pairs: the median of the
+per-pair ratios, and the mean with its 95% interval (1.96 standard errors).
+
+Peers and control in the same table: PyTorch's own recorder toggled the same way in a raw process
+(torch.cuda.memory._record_memory_history on / off), and an A/A control (a raw process whose arms are identical:
+the method's own noise floor).
+
+Usage:
+  bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
+      configs: control, cupti, hooks, recorder (default: all)
+  bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
+"""
+import ctypes
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_step import build_steps, events_per_train_step, pin_to_cores, run_config  # noqa: E402
+
+WARM_UP_STEPS = 20
+
+
+def switch_for(mode, torch):
+    """A function that turns the measured work on (True) or off (False) in this process."""
+    if mode == "gpumemtrace":
+        library = ctypes.CDLL(os.environ["GMT_LIBRARY"], mode=ctypes.RTLD_GLOBAL | os.RTLD_NOLOAD)
+        set_paused = library.gmt_set_recording_paused
+        set_paused.argtypes, set_paused.restype = [ctypes.c_int], ctypes.c_int
+        return lambda on: set_paused(0 if on else 1)
+    if mode == "recorder":
+        record = torch.cuda.memory._record_memory_history
+        return lambda on: record("all" if on else None, max_entries=100000)
+    if mode == "control":
+        return lambda on: None
+    raise SystemExit(f"unknown worker mode {mode!r} (gpumemtrace, recorder, control)")
+
+
+def paired_costs(on_blocks, off_blocks):
+    """Per adjacent (on, off) pair, the relative cost on/off - 1, in percent."""
+    return [100.0 * (on / off - 1.0) for on, off in zip(on_blocks, off_blocks)]
+
+
+def summary(costs):
+    mean = statistics.fmean(costs)
+    half_width = 1.96 * statistics.stdev(costs) / math.sqrt(len(costs)) if len(costs) > 1 else float("nan")
+    return {"median": statistics.median(costs), "mean": mean, "ci95": half_width, "pairs": len(costs)}
+
+
+def worker(mode, blocks, block_steps, batch):
+    pin_to_cores()
+    import torch
+
+    train_step, infer_step = build_steps(batch)
+    switch = switch_for(mode, torch)
+    result = {"mode": mode, "blocks": blocks, "block_steps": block_steps}
+    for name, step in (("train", train_step), ("infer", infer_step)):
+        for _ in range(WARM_UP_STEPS):
+            step()
+        on_blocks, off_blocks = [], []
+        for block in range(blocks):
+            on = block % 4 in (0, 3)  # ABBA
+            switch(on)
+            step()  # untimed: whatever switching itself costs is not in the block
+            times = []
+            for _ in range(block_steps):
+                start = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - start)
+            (on_blocks if on else off_blocks).append(statistics.median(times) * 1e3)
+        switch(True)
+        result[name] = summary(paired_costs(on_blocks, off_blocks))
+        result[name]["off_ms"] = statistics.median(off_blocks)
+    print(json.dumps(result), flush=True)
+
+
+def check_pauses(trace, blocks):
+    """The trace must say it was paused once per "off" block (train and inference: `blocks` in all)."""
+    import sqlite3
+
+    with sqlite3.connect(trace) as db:
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    if meta.get("recording_pauses") != str(blocks):
+        raise SystemExit(f"{trace}: meta.recording_pauses = {meta.get('recording_pauses')}, expected {blocks}")
+
+
+def option(args, name, default):
+    return int(args[args.index(name) + 1]) if name in args else default
+
+
+def main():
+    args = sys.argv[1:]
+    blocks = option(args, "--blocks", 40)
+    block_steps = option(args, "--block-steps", 10)
+    batch = option(args, "--batch", 64)
+    if "--worker" in args:
+        worker(args[args.index("--worker") + 1], blocks, block_steps, batch)
+        return
+    if not args or args[0].startswith("--"):
+        raise SystemExit(__doc__)
+    cli = os.path.join(args[0], "bin", "gpumemtrace")
+    me = [sys.executable, os.path.abspath(__file__), "--blocks", str(blocks), "--block-steps", str(block_steps),
+          "--batch", str(batch), "--worker"]
+    configs = {
+        "control": ("A/A control (raw)", lambda trace: [*me, "control"]),
+        "cupti": ("gpumemtrace cupti", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "cupti",
+                                                      "-o", trace, "--", *me, "gpumemtrace"]),
+        "hooks": ("gpumemtrace hooks", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
+                                                      "-o", trace, "--", *me, "gpumemtrace"]),
+        "recorder": ("PyTorch recorder", lambda trace: [*me, "recorder"]),
+    }
+    if "--configs" in args:
+        wanted = args[args.index("--configs") + 1].split(",")
+        unknown = [c for c in wanted if c not in configs]
+        if unknown:
+            raise SystemExit(f"unknown configuration(s) {unknown}; known: {', '.join(configs)}")
+        configs = {key: configs[key] for key in wanted}
+    print(f"6-layer transformer encoder (d_model 512, batch {batch} x 256 tokens, bf16 autocast); per process "
+          f"{blocks} blocks of {block_steps} timed steps (train, then inference), the measured work on and off in "
+          f"ABBA order; cost over {blocks // 2} adjacent (on, off) pairs: median, and mean +- 95% interval")
+    print(f"{'configuration':20} {'train step (off)':>16} {'train cost median':>18} {'mean +- 95%':>18} "
+          f"{'inference (off)':>16} {'inference median':>17} {'mean +- 95%':>18} {'events/step':>12}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, (label, command) in configs.items():
+            trace = os.path.join(tmp, f"{key}.db")
+            measured = run_config(command(trace))
+            per_step = "-"
+            if os.path.exists(trace):
+                check_pauses(trace, blocks)
+                # Ranges are recorded only in "on" blocks: events inside them are the profiler's work per step.
+                value = events_per_train_step(trace, blocks // 2 * (block_steps + 1))
+                per_step = f"{value:.2f}" if value is not None else "-"
+            train, infer = measured["train"], measured["infer"]
+            print(f"{label:20} {train['off_ms']:13.3f} ms {train['median']:+17.3f}% "
+                  f"{train['mean']:+10.3f}+-{train['ci95']:.3f}% {infer['off_ms']:13.3f} ms "
+                  f"{infer['median']:+16.3f}% {infer['mean']:+10.3f}+-{infer['ci95']:.3f}% {per_step:>12}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
