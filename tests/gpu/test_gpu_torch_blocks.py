@@ -19,6 +19,7 @@ from test_gpu_samples import SKIP, have_gpu  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 SAMPLE = os.path.join(SOURCE, "samples", "torch_training_leak.py")
+IMPORT_AUDIT = os.path.join(HERE, "import_audit.py")
 STEPS = 200
 
 
@@ -30,9 +31,12 @@ def have_torch_cuda():
 class GpuTorchBlocksTest(TraceDirTestCase):
     def run_sample(self, name, *args):
         trace = self.path(name)
-        result = subprocess.run([CLI, "run", "--torch-blocks", "-o", trace, "--", PYTHON, SAMPLE, "--steps",
-                                 str(STEPS), *args], capture_output=True, text=True, timeout=600)
-        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        # Through import_audit.py: should the app's own imports fail, the imports made by other threads meanwhile
+        # are in the message.
+        result = subprocess.run([CLI, "run", "--torch-blocks", "-o", trace, "--", PYTHON, IMPORT_AUDIT, SAMPLE,
+                                 "--steps", str(STEPS), *args], capture_output=True, text=True, timeout=600)
+        imports = "\n".join(line for line in result.stderr.splitlines() if line.startswith("IMPORT"))
+        self.assertEqual(result.returncode, 0, f"{imports}\n{result.stderr[-3000:]}")
         self.assertIn(f"steps {STEPS}", result.stdout)
         self.assertNotIn("block-level mode is off", result.stderr)
         self.assertNotIn("overran", result.stderr)
