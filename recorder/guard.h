@@ -11,7 +11,7 @@ inline thread_local bool t_in_hook __attribute__((tls_model("initial-exec"))) = 
 
 // Set by the benchmark control gmt_set_recording_paused (recorder/pause.cpp): while it is set, every hook
 // passes its call through unrecorded, as a nested one does, so that a benchmark can time the same process with
-// and without the profiler's work (bench/torch_step.py --in-process). One relaxed load per hook.
+// and without the profiler's work (bench/torch_step_ab.py). One relaxed load per hook.
 inline std::atomic<bool> g_recording_paused{false};
 
 class HookScope {

@@ -1,5 +1,5 @@
 // The benchmark control: pausing recording inside a profiled process, so that one process can be timed with
-// and without the profiler's work in alternation (bench/torch_step.py --in-process). Step times of separate
+// and without the profiler's work in alternation (bench/torch_step_ab.py). Step times of separate
 // processes differ by tens of percent on GPU machines; within one process they do not, which is what makes a
 // 0.5% difference measurable at all.
 //

@@ -1,5 +1,5 @@
-"""A program that pauses gpumemtrace's recording around some of its allocations, as bench/torch_step.py
---in-process does, through gmt_set_recording_paused in the preloaded library (named by GMT_LIBRARY). Prints
+"""A program that pauses gpumemtrace's recording around some of its allocations, as bench/torch_step_ab.py
+does, through gmt_set_recording_paused in the preloaded library (named by GMT_LIBRARY). Prints
 what it expects the trace to hold: the allocations made while recording ran, and as leaks also the one freed
 during the pause (its free is not recorded).
 
