@@ -53,27 +53,29 @@ EventFilter::EventFilter(const TraceFile& trace, const EventFilters& filters, st
   }
 }
 
-bool EventFilter::accept_allocation(int64_t time_ns, int64_t thread_id, int64_t device, int64_t size) {
-  ++seen_;
-  devices_seen_.insert(device);
-  if (size > 0) largest_size_ = std::max(largest_size_, static_cast<uint64_t>(size));
+bool EventFilter::accept_allocation(int64_t time_ns, int64_t thread_id, int64_t device, int64_t size,
+                                    bool counted) {
   const bool device_ok = !filters_.device || device == *filters_.device;
   const bool time_ok = time_ns >= since_abs_ && time_ns <= until_abs_;
   const bool size_ok = !filters_.min_size || (size >= 0 && static_cast<uint64_t>(size) >= *filters_.min_size);
   const bool range_ok = !filters_.range || (ranges_ && ranges_->inside_named(thread_id));
+  const bool ok = pid_matches_ && device_ok && time_ok && size_ok && range_ok;
+  if (!counted) return ok;
+  ++seen_;
+  devices_seen_.insert(device);
+  if (size > 0) largest_size_ = std::max(largest_size_, static_cast<uint64_t>(size));
   device_ok_ += device_ok;
   time_ok_ += time_ok;
   size_ok_ += size_ok;
   range_ok_ += range_ok;
-  const bool ok = pid_matches_ && device_ok && time_ok && size_ok && range_ok;
   matched_ += ok;
   return ok;
 }
 
 bool EventFilter::accept(int64_t kind, int64_t time_ns, int64_t thread_id, int64_t device, uint64_t address,
-                         int64_t size, uint64_t handle) {
+                         int64_t size, uint64_t handle, bool imported) {
   if (!pid_matches_) {
-    if (kind == static_cast<int64_t>(EventKind::Alloc) || kind == static_cast<int64_t>(EventKind::AllocFailed) ||
+    if ((kind == static_cast<int64_t>(EventKind::Alloc) && !imported) || kind == static_cast<int64_t>(EventKind::AllocFailed) ||
         kind == static_cast<int64_t>(EventKind::VmmCreate)) {
       ++seen_;
     }
@@ -81,7 +83,7 @@ bool EventFilter::accept(int64_t kind, int64_t time_ns, int64_t thread_id, int64
   }
   switch (static_cast<EventKind>(kind)) {
     case EventKind::Alloc: {
-      const bool ok = accept_allocation(time_ns, thread_id, device, size);
+      const bool ok = accept_allocation(time_ns, thread_id, device, size, /*counted=*/!imported);
       if (ok) {
         left_out_addresses_.erase(address);
       } else if (address != 0) {

@@ -56,14 +56,16 @@ class EventFilter {
               const RangeTracker* ranges);
 
   bool active() const { return active_; }
+  // `imported`: an Alloc of memory opened from another process (MemoryKind::IpcImported), filtered like any
+  // allocation but not one of the process's own, so not counted in the summary's figures.
   bool accept(int64_t kind, int64_t time_ns, int64_t thread_id, int64_t device, uint64_t address, int64_t size,
-              uint64_t handle);
+              uint64_t handle, bool imported = false);
   // After the pass: the summary, with the "matches nothing" line when nothing matched.
   // `allocations` is what the model counted, for the summary when no filter is given.
   FilterSummary finish(int64_t duration_ns, uint64_t allocations) const;
 
  private:
-  bool accept_allocation(int64_t time_ns, int64_t thread_id, int64_t device, int64_t size);
+  bool accept_allocation(int64_t time_ns, int64_t thread_id, int64_t device, int64_t size, bool counted = true);
 
   EventFilters filters_;
   bool active_ = false;

@@ -295,13 +295,14 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     const int64_t size = events.column_int(7);
     const int64_t thread_id = events.column_int(13);
     ranges.advance(time_ns);
+    const bool imported_open = kind == static_cast<int64_t>(EventKind::Alloc) &&
+                               memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported;
     if (filter.active() && !filter.accept(kind, time_ns, thread_id, events.column_int(5), address, size,
-                                          static_cast<uint64_t>(events.column_int(12)))) {
+                                          static_cast<uint64_t>(events.column_int(12)), imported_open)) {
       continue;
     }
 
-    if (kind == static_cast<int64_t>(EventKind::Alloc) &&
-        memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported) {
+    if (imported_open) {
       imported.on_open(address, size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(5),
                        events.column_int(8), api_from_code(events.column_int(3)), time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::Alloc)) {

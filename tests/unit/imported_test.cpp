@@ -197,3 +197,30 @@ TEST(ImportedTest, TracesWithoutTheDevicesTableStillReport) {
 
 }  // namespace
 }  // namespace gmt::analysis
+
+namespace gmt::analysis {
+namespace {
+
+// With a filter, "N of M allocations analyzed" counts the process's own allocations only: IPC opens are
+// filtered like them (the device filter drops the one on device 1) but counted in neither N nor M.
+TEST(ImportedTest, FilterSummaryCountsOwnAllocationsOnly) {
+  TraceBuilder b;
+  b.alloc(10, 0x1000, 1 * kMiB, 0, Api::cudaMalloc, MemoryKind::Device, 0);
+  b.alloc(15, 0x2000, 1 * kMiB, 0, Api::cudaMalloc, MemoryKind::Device, 1);
+  ipc_open(b, 20, 0x7f0000000000, 6 * kMiB, 0, 0);
+  ipc_open(b, 30, 0x7f0001000000, 2 * kMiB, 1, 0);
+  TraceFile trace = b.open();
+  AnalyzeOptions options;
+  options.filters.device = 0;
+  Report r = analyze_trace(trace, options);
+  EXPECT_EQ(r.filters.allocations_seen, 2u);
+  EXPECT_EQ(r.filters.allocations_matched, 1u);
+  EXPECT_EQ(r.totals.allocations, 1u);
+  EXPECT_EQ(r.totals.leaked_bytes, static_cast<uint64_t>(1 * kMiB));
+  EXPECT_EQ(r.imported.opens, 1u);  // device 1's open is filtered out
+  EXPECT_EQ(r.imported.peak_bytes, static_cast<uint64_t>(6 * kMiB));
+  EXPECT_NE(render_text(r).find("filters    --device 0 (1 of 2 allocations analyzed)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gmt::analysis
