@@ -5,7 +5,9 @@
 //
 // While paused every hook passes its call through unrecorded (recorder/guard.h), so the trace misses whatever
 // happened then: an allocation freed during a pause stays live in the report. The trace says so (meta
-// recording_pauses and recording_paused_ns, docs/trace-format.md) and `report` warns. Not for production use.
+// recording_pauses and recording_paused_ns, docs/trace-format.md) and `report` warns. Switch between NVTX
+// ranges, not inside one: a range pushed before a pause and popped during it stays open in the trace. Not for
+// production use.
 #include <atomic>
 #include <mutex>
 #include <string>
