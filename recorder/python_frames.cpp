@@ -12,6 +12,7 @@
 
 #include "recorder/python_frame_table.h"
 #include "recorder/python_layouts.h"
+#include "recorder/python_memory.h"
 #include "recorder/strings.h"
 
 namespace gmt::recorder {
@@ -37,6 +38,8 @@ struct Interpreter {
   Addr2Line addr2line = nullptr;
   uintptr_t code_type = 0;     // &PyCode_Type
   uintptr_t unicode_type = 0;  // &PyUnicode_Type
+  uintptr_t frame_type = 0;    // &PyFrame_Type: the frames of a frame-object chain (3.9, 3.10)
+  uintptr_t bytes_type = 0;    // &PyBytes_Type: their code's co_code
   Range module;                // the interpreter's module (libpython, or the python executable)
   bool drop_module_frames = false;
   Range eval_loop;  // _PyEval_EvalFrameDefault
@@ -98,9 +101,9 @@ Interpreter find_interpreter() {
   py.layout = python_layout_for(minor);
   if (!py.layout) {
     std::fprintf(stderr,
-                 "gpumemtrace: Python frames are not supported on CPython 3.%d (supported: 3.11, 3.12); "
+                 "gpumemtrace: Python frames are not supported on CPython 3.%d (supported: %s); "
                  "stacks stay native\n",
-                 minor);
+                 minor, kSupportedPythonVersions);
     return py;
   }
   py.this_thread_state = reinterpret_cast<GetThisThreadState>(this_thread_state);
@@ -108,7 +111,10 @@ Interpreter find_interpreter() {
   py.addr2line = reinterpret_cast<Addr2Line>(dlsym(RTLD_DEFAULT, "PyCode_Addr2Line"));
   py.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
   py.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
+  py.frame_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyFrame_Type"));
+  py.bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
   if (!py.is_initialized || !py.addr2line || !py.code_type || !py.unicode_type) return py;
+  if (py.layout->chain == FrameChain::kFrameObjects && (!py.frame_type || !py.bytes_type)) return py;
   py.module = module_range_of(this_thread_state, py.drop_module_frames);
   if (void* eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault")) {
     // The symbol's size bounds the eval loop (a compiler-split ".cold" part is outside it: see the rule).
@@ -128,22 +134,14 @@ const Interpreter& interpreter() {
   return py;
 }
 
-// Pointers read out of the interpreter's structures are checked before use: a layout that does not match
-// (an unexpected build) must end the walk, never crash the app.
-bool plausible(uintptr_t p) { return p >= 4096 && p < (uintptr_t{1} << 47) && (p & 7) == 0; }
-
-template <typename T>
-T read_at(uintptr_t base, size_t offset) {
-  T value;
-  std::memcpy(&value, reinterpret_cast<const void*>(base + offset), sizeof(T));
-  return value;
-}
-
-// One Python frame as found in the chain: the code object and the index of its current instruction.
+// One Python frame as found in the chain: the code object and the byte offset of its current instruction in
+// the code's bytecode (what PyCode_Addr2Line takes).
 struct RawPythonFrame {
   uintptr_t code;
-  int32_t instruction;
+  int32_t byte_offset;
 };
+// The byte offset of a frame that has not run an instruction yet: PyCode_Addr2Line gives co_firstlineno for it.
+constexpr int32_t kNotStarted = -1;
 
 constexpr int kMaxPythonDepth = 64;   // frames kept per stack
 constexpr int kMaxFramesVisited = 512;  // frames looked at (incomplete and shim frames included)
@@ -159,86 +157,82 @@ struct PythonStack {
   void end_run() {
     if (run_count < kMaxPythonDepth) run_end[run_count++] = frame_count;
   }
+  // Nothing more can be kept: neither a frame nor (3.9, 3.10: one per frame) a run.
+  bool full() const { return frame_count == kMaxPythonDepth && run_count == kMaxPythonDepth; }
 };
 
-void read_python_stack(const Interpreter& py, PythonStack& stack) {
-  if (!py.is_initialized()) return;
-  auto tstate = reinterpret_cast<uintptr_t>(py.this_thread_state());
-  if (!plausible(tstate)) return;
+bool is_code(const Interpreter& py, uintptr_t code) {
+  return plausible(code) && read_at<uintptr_t>(code, kObjectTypeOffset) == py.code_type;
+}
+
+// The size in bytes of a code object's bytecode, which a frame's position must fall inside (-1: unreadable).
+int64_t bytecode_size(const Interpreter& py, uintptr_t code) {
   const PythonLayout& l = *py.layout;
-  uintptr_t cframe = read_at<uintptr_t>(tstate, l.thread_state_cframe);
-  if (!plausible(cframe)) return;
-  uintptr_t frame = read_at<uintptr_t>(cframe, l.cframe_current_frame);
+  if (l.code_bytes == kAbsent) return read_at<int64_t>(code, kVarObjectSizeOffset) * 2;  // code units
+  auto bytes = read_at<uintptr_t>(code, static_cast<size_t>(l.code_bytes));
+  if (!plausible(bytes) || read_at<uintptr_t>(bytes, kObjectTypeOffset) != py.bytes_type) return -1;
+  return read_at<int64_t>(bytes, kVarObjectSizeOffset);
+}
+
+// The calling thread's innermost frame (0: none).
+uintptr_t innermost_frame(const Interpreter& py) {
+  if (!py.is_initialized()) return 0;
+  auto tstate = reinterpret_cast<uintptr_t>(py.this_thread_state());
+  if (!plausible(tstate)) return 0;
+  const PythonLayout& l = *py.layout;
+  auto frame = read_at<uintptr_t>(tstate, l.thread_state_frame);
+  if (l.cframe_current_frame == kAbsent) return frame;
+  if (!plausible(frame)) return 0;  // a _PyCFrame
+  return read_at<uintptr_t>(frame, static_cast<size_t>(l.cframe_current_frame));
+}
+
+void read_python_stack(const Interpreter& py, PythonStack& stack) {
+  const PythonLayout& l = *py.layout;
   int open_frames = 0;  // frames in the run not ended yet
-  for (int visited = 0; visited < kMaxFramesVisited && plausible(frame); ++visited) {
-    char owner = read_at<char>(frame, l.frame_owner);
-    if (owner == kFrameOwnedByCStack && l.has_cstack_shim) {
-      stack.end_run();  // the shim that the eval loop pushes on entry closes the run it started
-      open_frames = 0;
+  auto keep = [&](uintptr_t code, int64_t byte_offset) {
+    if (byte_offset >= kNotStarted && byte_offset < bytecode_size(py, code) && stack.frame_count < kMaxPythonDepth) {
+      stack.frames[stack.frame_count++] = RawPythonFrame{code, static_cast<int32_t>(byte_offset)};
+      ++open_frames;
+    }
+  };
+  auto end_run = [&] {
+    stack.end_run();
+    open_frames = 0;
+  };
+  uintptr_t frame = innermost_frame(py);
+  for (int visited = 0; visited < kMaxFramesVisited && plausible(frame) && !stack.full(); ++visited) {
+    if (l.chain == FrameChain::kFrameObjects) {
+      if (read_at<uintptr_t>(frame, kObjectTypeOffset) != py.frame_type) break;
+      auto code = read_at<uintptr_t>(frame, l.frame_code);
+      if (!is_code(py, code)) break;
+      // f_lasti is -1 until the frame's first instruction, e.g. while a profile hook sees the call: CPython
+      // shows such a frame on its first line, as 3.11+ show it at its RESUME (kNotStarted).
+      auto lasti = read_at<int32_t>(frame, l.frame_position);
+      keep(code, lasti >= 0 ? int64_t{lasti} * l.lasti_bytes_per_unit : kNotStarted);
+      end_run();  // kEveryFrame: one call of the eval loop per frame
       frame = read_at<uintptr_t>(frame, l.frame_previous);
       continue;
     }
-    uintptr_t code = read_at<uintptr_t>(frame, l.frame_code);
-    if (!plausible(code) || read_at<uintptr_t>(code, kObjectTypeOffset) != py.code_type) break;
-    auto first_instruction = code + l.code_adaptive;
-    auto prev_instr = read_at<uintptr_t>(frame, l.frame_prev_instr);
-    auto instruction = static_cast<int64_t>(prev_instr - first_instruction) / 2;
-    int64_t code_units = read_at<int64_t>(code, kVarObjectSizeOffset);
+    auto owner = read_at<char>(frame, static_cast<size_t>(l.frame_owner));
+    if (owner == kFrameOwnedByCStack && l.entry == EvalLoopEntry::kCStackShim) {
+      end_run();  // the shim that the eval loop pushes on entry closes the run it started
+      frame = read_at<uintptr_t>(frame, l.frame_previous);
+      continue;
+    }
+    auto code = read_at<uintptr_t>(frame, l.frame_code);
+    if (!is_code(py, code)) break;
+    auto position = read_at<uintptr_t>(frame, l.frame_position);
+    auto byte_offset = static_cast<int64_t>(position - (code + static_cast<size_t>(l.code_adaptive)));
     // Frames that have not reached their first traceable instruction yet are still being set up.
     bool incomplete = owner != kFrameOwnedByGenerator &&
-                      instruction < read_at<int32_t>(code, l.code_first_traceable);
-    if (!incomplete && instruction >= 0 && instruction < code_units && stack.frame_count < kMaxPythonDepth) {
-      stack.frames[stack.frame_count++] = RawPythonFrame{code, static_cast<int32_t>(instruction)};
-      ++open_frames;
-    }
-    if (l.frame_is_entry >= 0 && read_at<bool>(frame, static_cast<size_t>(l.frame_is_entry))) {
-      stack.end_run();  // 3.11: the frame the eval loop was entered with
-      open_frames = 0;
+                      byte_offset < 2 * int64_t{read_at<int32_t>(code, static_cast<size_t>(l.code_first_traceable))};
+    if (!incomplete) keep(code, byte_offset);
+    if (l.entry == EvalLoopEntry::kEntryFlag && read_at<char>(frame, static_cast<size_t>(l.frame_is_entry)) != 0) {
+      end_run();  // 3.11: the frame the eval loop was entered with
     }
     frame = read_at<uintptr_t>(frame, l.frame_previous);
   }
   if (open_frames > 0) stack.end_run();
-}
-
-// Copies a str object's text as UTF-8 into buf; returns the bytes written (0 when it cannot be read).
-size_t copy_unicode(const Interpreter& py, uintptr_t text, char* buf, size_t capacity) {
-  if (!plausible(text) || read_at<uintptr_t>(text, kObjectTypeOffset) != py.unicode_type) return 0;
-  auto length = read_at<int64_t>(text, kUnicodeLengthOffset);
-  auto state = read_at<uint32_t>(text, kUnicodeStateOffset);
-  unsigned kind = (state >> 2) & 7;
-  bool compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-  if (!compact || length < 0) return 0;  // code object names are always compact
-  const PythonLayout& l = *py.layout;
-  if (ascii) {
-    size_t n = std::min<size_t>(static_cast<size_t>(length), capacity);
-    std::memcpy(buf, reinterpret_cast<const void*>(text + l.unicode_ascii_size), n);
-    return n;
-  }
-  if (kind != 1 && kind != 2 && kind != 4) return 0;
-  auto data = reinterpret_cast<const unsigned char*>(text + l.unicode_compact_size);
-  size_t out = 0;
-  for (int64_t i = 0; i < length; ++i) {
-    uint32_t c = kind == 1 ? data[i] : kind == 2 ? read_at<uint16_t>(text + l.unicode_compact_size, i * 2)
-                                                 : read_at<uint32_t>(text + l.unicode_compact_size, i * 4);
-    char encoded[4];
-    size_t n;
-    if (c < 0x80) {
-      encoded[0] = static_cast<char>(c), n = 1;
-    } else if (c < 0x800) {
-      encoded[0] = static_cast<char>(0xC0 | c >> 6), encoded[1] = static_cast<char>(0x80 | (c & 0x3F)), n = 2;
-    } else if (c < 0x10000) {
-      encoded[0] = static_cast<char>(0xE0 | c >> 12), encoded[1] = static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      encoded[2] = static_cast<char>(0x80 | (c & 0x3F)), n = 3;
-    } else {
-      encoded[0] = static_cast<char>(0xF0 | c >> 18), encoded[1] = static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      encoded[2] = static_cast<char>(0x80 | ((c >> 6) & 0x3F)), encoded[3] = static_cast<char>(0x80 | (c & 0x3F));
-      n = 4;
-    }
-    if (out + n > capacity) break;
-    std::memcpy(buf + out, encoded, n);
-    out += n;
-  }
-  return out;
 }
 
 // First-seen frames are resolved once per thread: a cache keyed by everything that makes the answer.
@@ -247,7 +241,7 @@ struct CacheSlot {
   uintptr_t file;
   uintptr_t function;
   uintptr_t line_table;
-  int32_t instruction;
+  int32_t byte_offset;
   uint32_t id;
 };
 // Per thread, in every thread of the process (12 KiB): small, and in the default TLS model, so that the library
@@ -258,23 +252,23 @@ thread_local CacheSlot t_cache[kCacheSlots];
 uint32_t resolve(const Interpreter& py, const RawPythonFrame& frame) {
   const PythonLayout& l = *py.layout;
   uintptr_t file = read_at<uintptr_t>(frame.code, l.code_filename);
-  uintptr_t function = read_at<uintptr_t>(frame.code, l.code_qualname);
+  uintptr_t function = read_at<uintptr_t>(frame.code, l.code_name);
   uintptr_t line_table = read_at<uintptr_t>(frame.code, l.code_linetable);
-  uint64_t h = (frame.code >> 4) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(frame.instruction) * 0xC2B2AE3Dull;
+  uint64_t h = (frame.code >> 4) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(frame.byte_offset) * 0xC2B2AE3Dull;
   CacheSlot& slot = t_cache[(h >> 24) & (kCacheSlots - 1)];
-  if (slot.id != 0 && slot.code == frame.code && slot.instruction == frame.instruction && slot.file == file &&
+  if (slot.id != 0 && slot.code == frame.code && slot.byte_offset == frame.byte_offset && slot.file == file &&
       slot.function == function && slot.line_table == line_table) {
     return slot.id;
   }
   char file_text[1024], function_text[512];
-  size_t file_length = copy_unicode(py, file, file_text, sizeof file_text);
-  size_t function_length = copy_unicode(py, function, function_text, sizeof function_text);
+  size_t file_length = copy_python_str(file, py.unicode_type, l, file_text, sizeof file_text);
+  size_t function_length = copy_python_str(function, py.unicode_type, l, function_text, sizeof function_text);
   PythonFrameRow row;
   row.file_id = intern_string(std::string_view(file_text, file_length));
   row.function_id = intern_string(std::string_view(function_text, function_length));
-  row.line = std::max(0, py.addr2line(reinterpret_cast<void*>(frame.code), frame.instruction * 2));
+  row.line = std::max(0, py.addr2line(reinterpret_cast<void*>(frame.code), frame.byte_offset));
   uint32_t id = intern_python_frame(row);
-  if (id != 0) slot = CacheSlot{frame.code, file, function, line_table, frame.instruction, id};
+  if (id != 0) slot = CacheSlot{frame.code, file, function, line_table, frame.byte_offset, id};
   return id;
 }
 
