@@ -1,6 +1,7 @@
 """Python frames in allocation stacks: a CPython program that allocates through ctypes (GIL released, and
 held with PyDLL), on the main thread and on two more, under the simulated runtime. The report's leak stacks
-must carry the Python frames (file, function, exact line) in order, below the native frames of the call."""
+must carry the Python frames (file, function, exact line) in order, below the native frames of the call. Every
+supported CPython (3.9-3.13) that pyenv has is run; one it does not support (3.6-3.8) must keep native stacks."""
 import glob
 import os
 import sqlite3
@@ -11,6 +12,7 @@ import unittest
 from gmt_e2e import TraceDirTestCase, find_leak, parse_truth, report_json, run_cli, sample
 
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ctypes_app.py")
+DEEP_APP = os.path.join(os.path.dirname(APP), "deep_app.py")
 PYTHON = sys.executable
 
 
@@ -28,16 +30,23 @@ def interpreters(minors):
     return {minor: python for minor, python in found.items() if minor in minors}
 
 
-SUPPORTED = interpreters({11, 12})
-UNSUPPORTED = interpreters({9, 10, 13})
+SUPPORTED = interpreters({9, 10, 11, 12, 13})
+UNSUPPORTED = interpreters({6, 7, 8})
+SUPPORTED_LIST = "3.9, 3.10, 3.11, 3.12, 3.13"
 
 
-def app_line(marker):
-    with open(APP) as f:
+def app_line(marker, app=APP):
+    with open(app) as f:
         for number, line in enumerate(f, 1):
             if f"# PY-LEAK: {marker}" in line:
                 return number
-    raise AssertionError(f"marker {marker!r} not in {APP}")
+    raise AssertionError(f"marker {marker!r} not in {app}")
+
+
+def function(qualified, minor):
+    """The name a Python frame carries: the qualified name from 3.11, the code's plain name before (3.9 and 3.10
+    code objects have no co_qualname)."""
+    return qualified if minor >= 11 else qualified.rsplit(".", 1)[-1]
 
 
 def python_frames(stack):
@@ -52,20 +61,23 @@ def leak_of_size(report, total_bytes):
 
 
 class PythonFramesTest(TraceDirTestCase):
-    def run_app(self, *separator, env=None, python=PYTHON):
-        trace = self.path(f"python.{os.path.basename(os.path.dirname(os.path.dirname(python)))}.db")
-        result = run_cli("run", "--simulate", "-o", trace, *separator, python, APP, env=env)
+    def run_app(self, *separator, env=None, python=PYTHON, app=APP, args=(), leaked_bytes=22000):
+        version = os.path.basename(os.path.dirname(os.path.dirname(python)))
+        trace = self.path(".".join([os.path.splitext(os.path.basename(app))[0], version, *args, "db"]))
+        result = run_cli("run", "--simulate", "-o", trace, *separator, python, app, *args, env=env)
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(parse_truth(result.stdout)[0]["leaked_bytes"], 22000)
+        self.assertNotIn("not supported", result.stderr)
+        self.assertEqual(parse_truth(result.stdout)[0]["leaked_bytes"], leaked_bytes)
         return trace, report_json(trace)
 
     def test_leaks_name_the_python_lines_that_allocate(self):
-        self.assertTrue(SUPPORTED, "this interpreter is neither 3.11 nor 3.12")
+        self.assertTrue(SUPPORTED, "no CPython 3.9-3.13 found")
+        self.assertIn(minor_version(PYTHON), SUPPORTED)
         for minor, python in SUPPORTED.items():
             with self.subTest(python=f"3.{minor}"):
-                self.check_leaks_name_the_python_lines(python)
+                self.check_leaks_name_the_python_lines(minor, python)
 
-    def check_leaks_name_the_python_lines(self, python):
+    def check_leaks_name_the_python_lines(self, minor, python):
         trace, report = self.run_app(python=python)  # `run python app.py`, without "--"
         totals = report["totals"]
         self.assertEqual((totals["allocations"], totals["frees"], totals["leaked_bytes"]), (11, 5, 22000))
@@ -75,7 +87,7 @@ class PythonFramesTest(TraceDirTestCase):
         self.assertEqual(model["count"], 3)
         self.assertEqual(python_frames(model["stack"]), [
             ("cuda_malloc", APP, app_line("cuda_malloc")),
-            ("Layer.build", APP, app_line("Layer.build")),
+            (function("Layer.build", minor), APP, app_line("Layer.build")),
             ("build_model", APP, app_line("build_model")),
             ("main", APP, app_line("main.build_model")),
             ("<module>", APP, app_line("<module>")),
@@ -95,9 +107,9 @@ class PythonFramesTest(TraceDirTestCase):
     def test_gil_held_call_and_threads(self):
         for minor, python in SUPPORTED.items():
             with self.subTest(python=f"3.{minor}"):
-                self.check_gil_held_call_and_threads(python)
+                self.check_gil_held_call_and_threads(minor, python)
 
-    def check_gil_held_call_and_threads(self, python):
+    def check_gil_held_call_and_threads(self, minor, python):
         _, report = self.run_app("--", python=python)
         gil = next(leak for leak in report["leaks"] if leak["bytes"] == 3000 and leak["count"] == 1)
         self.assertEqual(python_frames(gil["stack"]), [
@@ -112,9 +124,64 @@ class PythonFramesTest(TraceDirTestCase):
         frames = python_frames(threads["stack"])
         self.assertEqual(frames[:2], [("cuda_malloc", APP, app_line("cuda_malloc")),
                                       ("thread_worker", APP, app_line("thread_worker"))])
-        self.assertEqual([f[0] for f in frames[2:]], ["Thread.run", "Thread._bootstrap_inner", "Thread._bootstrap"])
+        bootstrap = ("Thread.run", "Thread._bootstrap_inner", "Thread._bootstrap")
+        self.assertEqual([f[0] for f in frames[2:]], [function(name, minor) for name in bootstrap])
         self.assertTrue(all(f[1].endswith("threading.py") and f[2] > 0 for f in frames[2:]), frames)
         self.assertNotIn("main", [f[0] for f in frames])
+
+    def test_deep_recursion_generator_native_callback_and_profile_hook(self):
+        for minor, python in SUPPORTED.items():
+            with self.subTest(python=f"3.{minor}"):
+                self.check_deep_recursion_generator_and_native_callback(minor, python)
+
+    def check_deep_recursion_generator_and_native_callback(self, minor, python):
+        def line(marker):
+            return app_line(marker, DEEP_APP)
+
+        outer = [("<module>", DEEP_APP, line("<module>"))]
+        innermost = [("cuda_malloc", DEEP_APP, line("cuda_malloc"))]
+        for depth in (20, 70):
+            _, report = self.run_app(python=python, app=DEEP_APP, args=(str(depth),), leaked_bytes=22000)
+            # Every level of the recursion, each at its call line, as long as the stack has room: 64 entries, the
+            # native frames of the call first. 20 levels fit with the outer frames; 70 fill the stack.
+            stack = leak_of_size(report, 4000)["stack"]
+            expected = (innermost + [("recurse", DEEP_APP, line("recurse.bottom"))]
+                        + [("recurse", DEEP_APP, line("recurse"))] * depth
+                        + [("main", DEEP_APP, line("main.recurse"))] + outer)
+            first_python = next(i for i, f in enumerate(stack) if f["python"])
+            if depth == 20:
+                self.assertEqual(python_frames(stack), expected, stack)
+            else:
+                self.assertEqual(len(stack), 64)
+                self.assertEqual(python_frames(stack), expected[:64 - first_python], stack)
+
+        generator = leak_of_size(report, 5000)
+        self.assertEqual(python_frames(generator["stack"]), innermost + [
+            ("buffers", DEEP_APP, line("buffers")),
+            ("main", DEEP_APP, line("main.buffers")),
+        ] + outer)
+
+        # The callback's Python frames, then libc's qsort (and ctypes' native frames), then the Python frames
+        # that called qsort: each run of Python frames in its place among the native ones.
+        stack = leak_of_size(report, 6000)["stack"]
+        self.assertEqual(python_frames(stack), innermost + [
+            ("compare", DEEP_APP, line("compare")),
+            ("sort_with_callback", DEEP_APP, line("sort_with_callback")),
+            ("main", DEEP_APP, line("main.sort_with_callback")),
+        ] + outer)
+        names = [f["function"] if f["python"] else None for f in stack]
+        between = stack[names.index("compare") + 1:names.index("sort_with_callback")]
+        self.assertTrue(between and not any(f["python"] for f in between), stack)
+        self.assertTrue(any("qsort" in (f["function"] or "") for f in between), between)
+
+        # A frame whose call a profile hook sees has run no instruction yet: it is shown on its first line (the
+        # def), as CPython shows it, in every version.
+        self.assertEqual(python_frames(leak_of_size(report, 7000)["stack"]), innermost + [
+            ("profile_hook", DEEP_APP, line("profile_hook")),
+            ("profiled", DEEP_APP, line("profiled")),
+            ("call_profiled", DEEP_APP, line("call_profiled")),
+            ("main", DEEP_APP, line("main.call_profiled")),
+        ] + outer)
 
     def test_trace_stores_python_frames_in_their_table(self):
         trace, _ = self.run_app()
@@ -139,13 +206,13 @@ class PythonFramesTest(TraceDirTestCase):
 
     def test_unsupported_version_says_so_once_and_keeps_native_stacks(self):
         if not UNSUPPORTED:
-            self.skipTest("no CPython 3.9, 3.10 or 3.13 installed")
+            self.skipTest("no CPython 3.6, 3.7 or 3.8 installed")
         for minor, python in UNSUPPORTED.items():
             with self.subTest(python=f"3.{minor}"):
                 trace = self.path(f"unsupported.{minor}.db")
                 result = run_cli("run", "--simulate", "-o", trace, python, APP)
                 self.assertEqual(result.returncode, 0, result.stderr)
-                note = f"Python frames are not supported on CPython 3.{minor}"
+                note = f"Python frames are not supported on CPython 3.{minor} (supported: {SUPPORTED_LIST})"
                 self.assertEqual(result.stderr.count(note), 1, result.stderr)
                 report = report_json(trace)
                 self.assertEqual(report["totals"]["leaked_bytes"], 22000)
