@@ -106,6 +106,14 @@ Interpreter find_interpreter() {
                  minor, kSupportedPythonVersions);
     return py;
   }
+  // A free-threaded build (3.13t) has another object header (ob_type at 24): the layouts are for GIL builds.
+  if (dlsym(RTLD_DEFAULT, "_Py_MergeZeroLocalRefcount")) {
+    std::fprintf(stderr,
+                 "gpumemtrace: Python frames are not supported on free-threaded CPython 3.%d (supported: %s, "
+                 "with the GIL); stacks stay native\n",
+                 minor, kSupportedPythonVersions);
+    return py;
+  }
   py.this_thread_state = reinterpret_cast<GetThisThreadState>(this_thread_state);
   py.is_initialized = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
   py.addr2line = reinterpret_cast<Addr2Line>(dlsym(RTLD_DEFAULT, "PyCode_Addr2Line"));

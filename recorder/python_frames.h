@@ -7,8 +7,9 @@
 // object: the thread state comes from PyGILState_GetThisThreadState() (a TLS read), the frames are read by
 // the struct offsets of the running CPython version, the line comes from PyCode_Addr2Line (pure
 // computation over the code object's line table), and the names are copied out of the code object's
-// compact unicode objects. Supported: CPython 3.9 to 3.13 (recorder/python_layouts.h); other versions get one
-// note on stderr and native stacks as before. GMT_NO_PYTHON_FRAMES=1 turns the feature off.
+// compact unicode objects. Supported: CPython 3.9 to 3.13 built with the GIL (recorder/python_layouts.h); other
+// versions and free-threaded builds get one note on stderr and native stacks as before. GMT_NO_PYTHON_FRAMES=1
+// turns the feature off.
 //
 // Interleaving rule (docs/trace-format.md): native frames are read innermost first. Every frame inside
 // _PyEval_EvalFrameDefault stands for one run of the eval loop and is replaced by the Python frames that

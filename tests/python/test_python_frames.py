@@ -219,6 +219,22 @@ class PythonFramesTest(TraceDirTestCase):
                 for leak in report["leaks"]:
                     self.assertEqual(python_frames(leak["stack"]), [])
 
+    def test_free_threaded_build_says_so_once_and_keeps_native_stacks(self):
+        # A free-threaded CPython (3.13t) lays its objects out otherwise: recognized by its marker symbol, here
+        # preloaded (a test fixture) into the newest supported interpreter, which is built with the GIL.
+        minor, python = max(SUPPORTED.items())
+        trace = self.path("free-threaded.db")
+        env = {"LD_PRELOAD": os.environ["FAKE_FREE_THREADED_LIBRARY"]}
+        result = run_cli("run", "--simulate", "-o", trace, python, APP, env=env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        note = f"Python frames are not supported on free-threaded CPython 3.{minor} (supported: {SUPPORTED_LIST}, " \
+               "with the GIL)"
+        self.assertEqual(result.stderr.count(note), 1, result.stderr)
+        report = report_json(trace)
+        self.assertEqual(report["totals"]["leaked_bytes"], 22000)
+        for leak in report["leaks"]:
+            self.assertEqual(python_frames(leak["stack"]), [])
+
 
 class LauncherTest(TraceDirTestCase):
     def test_worker_processes_of_a_launcher_get_python_frames(self):
