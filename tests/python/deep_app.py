@@ -1,8 +1,9 @@
 """Python stacks that are harder to read than ctypes_app.py's: a deep recursion, a generator, a Python
 callback that native code (libc's qsort, through ctypes) calls, so that native frames sit between two runs of
-Python frames, and a profile hook that allocates when a function is called, before that function has run an
-instruction. Each leaks one allocation of its own size through the CUDA runtime (ctypes, GIL released); the
-PY-LEAK markers name the lines the report must show.
+Python frames, a profile hook that allocates when a function is called, before that function has run an
+instruction, and an __init__ called often enough to be specialized (3.13 then runs it under a shim frame).
+Each site leaks allocations of its own size through the CUDA runtime (ctypes, GIL released); the PY-LEAK
+markers name the lines the report must show.
 
 usage: deep_app.py DEPTH   (the recursion's depth)
 """
@@ -12,7 +13,8 @@ import sys
 ctypes.CDLL("libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
 LIBC = ctypes.CDLL(None)
 
-RECURSION_BYTES, GENERATOR_BYTES, CALLBACK_BYTES, PROFILE_BYTES = 4000, 5000, 6000, 7000
+RECURSION_BYTES, GENERATOR_BYTES, CALLBACK_BYTES, PROFILE_BYTES, INIT_BYTES = 4000, 5000, 6000, 7000, 100
+INIT_CALLS = 20
 
 
 def cuda_malloc(size):
@@ -64,13 +66,20 @@ def call_profiled():
     sys.setprofile(None)
 
 
+class Buffer:
+    def __init__(self):
+        self.pointer = cuda_malloc(INIT_BYTES)  # PY-LEAK: Buffer.__init__
+
+
 def main(depth):
     recurse(depth)  # PY-LEAK: main.recurse
     next(buffers())  # PY-LEAK: main.buffers
     sort_with_callback()  # PY-LEAK: main.sort_with_callback
     call_profiled()  # PY-LEAK: main.call_profiled
-    leaked = RECURSION_BYTES + GENERATOR_BYTES + CALLBACK_BYTES + PROFILE_BYTES
-    print(f"truth: leaked_bytes={leaked} leaked_allocations=4 failed_allocations=0")
+    for _ in range(INIT_CALLS):
+        Buffer()  # PY-LEAK: main.Buffer
+    leaked = RECURSION_BYTES + GENERATOR_BYTES + CALLBACK_BYTES + PROFILE_BYTES + INIT_CALLS * INIT_BYTES
+    print(f"truth: leaked_bytes={leaked} leaked_allocations={4 + INIT_CALLS} failed_allocations=0")
 
 
 if __name__ == "__main__":
