@@ -232,7 +232,9 @@ class PythonFramesTest(TraceDirTestCase):
         # preloaded (a test fixture) into the newest supported interpreter, which is built with the GIL.
         minor, python = max(SUPPORTED.items())
         trace = self.path("free-threaded.db")
-        env = {"LD_PRELOAD": os.environ["FAKE_FREE_THREADED_LIBRARY"]}
+        # After what is preloaded already (a sanitizer's runtime must stay first).
+        preload = [os.environ.get("LD_PRELOAD"), os.environ["FAKE_FREE_THREADED_LIBRARY"]]
+        env = {"LD_PRELOAD": ":".join(p for p in preload if p)}
         result = run_cli("run", "--simulate", "-o", trace, python, APP, env=env)
         self.assertEqual(result.returncode, 0, result.stderr)
         note = f"Python frames are not supported on free-threaded CPython 3.{minor} (supported: {SUPPORTED_LIST}, " \
