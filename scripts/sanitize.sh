@@ -40,7 +40,8 @@ if ((in_process)); then
 fi
 # What runs inside the app, and the programs the in-process tests start (the simulated runtime included).
 in_process_targets=(gmt_preload gmt_simcudart gmt_recorder_stress gmt_fork_while_writing gmt_process_models
-                    gmt_library_lifetime_app gmt_python_package gmt_test_fake_torch_nvtx ipc_share)
+                    gmt_library_lifetime_app gmt_python_package gmt_test_fake_torch_nvtx ipc_share
+                    gmt_test_fake_free_threaded)
 
 configure_and_build() {  # dir flags [targets...]
   local dir=$1 flags=$2
