@@ -47,7 +47,7 @@ std::map<int64_t, WindowLows> window_lows(const ChangeLog& log, int64_t t0, int6
   for (; position < changes.size(); ++position) {
     const LiveChange& change = changes[position];
     if (change.time_ns > t1) break;  // after the last allocation: shutdown
-    const int64_t device = log.slots()[change.slot].device;
+    const int64_t device = log.slots()[change.slot()].device;
     auto [it, inserted] = devices.try_emplace(device);
     DeviceWindows& state = it->second;
     if (inserted) {
@@ -57,7 +57,7 @@ std::map<int64_t, WindowLows> window_lows(const ChangeLog& log, int64_t t0, int6
     }
     const size_t window = window_of(t0, span, windows, change.time_ns);
     carry(state, window, position);
-    state.level = change.added ? state.level + change.size : state.level - change.size;
+    state.level = change.added() ? state.level + change.size() : state.level - change.size();
     if (state.level < state.lows.lows[window]) {
       state.lows.lows[window] = state.level;
       state.lows.positions[window] = position + 1;
@@ -162,12 +162,12 @@ Growth analyze_growth(const ChangeLog& log, const std::map<int64_t, uint64_t>& d
   Growth growth;
   const auto& changes = log.changes();
   // The analyzed interval: first to last allocation.
-  auto first = std::find_if(changes.begin(), changes.end(), [](const LiveChange& c) { return c.added; });
+  auto first = std::find_if(changes.begin(), changes.end(), [](const LiveChange& c) { return c.added(); });
   if (first == changes.end()) {
     growth.reason = "nothing was allocated";
     return growth;
   }
-  auto last = std::find_if(changes.rbegin(), changes.rend(), [](const LiveChange& c) { return c.added; });
+  auto last = std::find_if(changes.rbegin(), changes.rend(), [](const LiveChange& c) { return c.added(); });
   const int64_t t0 = first->time_ns;
   const int64_t t1 = last->time_ns;
   // Changes up to the last allocation (the log is in time order).
@@ -178,15 +178,17 @@ Growth analyze_growth(const ChangeLog& log, const std::map<int64_t, uint64_t>& d
   growth.start_ns = relative_to(origin, t0);
   growth.end_ns = relative_to(origin, t1);
 
+  const uint64_t allocations_and_frees = log.whole_changes_before(in_range);  // not parts of large changes
   const uint64_t needed = kMinGrowthWindows * kChangesPerWindow;
-  if (in_range < needed) {
+  if (allocations_and_frees < needed) {
     growth.reason = fmt::format(
         "too few allocations and frees to analyze growth: {} up to the last allocation, at least {} needed",
-        in_range, needed);
+        allocations_and_frees, needed);
     return growth;
   }
   const uint64_t span = static_cast<uint64_t>(t1) - static_cast<uint64_t>(t0) + 1;
-  const size_t windows = static_cast<size_t>(std::min<uint64_t>(kGrowthWindows, in_range / kChangesPerWindow));
+  const size_t windows =
+      static_cast<size_t>(std::min<uint64_t>(kGrowthWindows, allocations_and_frees / kChangesPerWindow));
   if (span < windows) {
     growth.reason = fmt::format("the allocations span only {} ns: too short to cut into time windows", span);
     return growth;

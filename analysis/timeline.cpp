@@ -12,6 +12,12 @@ uint32_t ChangeLog::slot_for(int64_t stack_id, int64_t device, schema::MemoryKin
   return it->second;
 }
 
+uint64_t ChangeLog::whole_changes_before(uint64_t position) const {
+  const auto end = changes_.begin() + static_cast<ptrdiff_t>(std::min<uint64_t>(position, changes_.size()));
+  return static_cast<uint64_t>(
+      std::count_if(changes_.begin(), end, [](const LiveChange& change) { return !change.continued(); }));
+}
+
 namespace {
 
 // One series being bucketed: the running level, and min/max per bucket. A bucket's values are the level
@@ -99,10 +105,10 @@ Timeline build_timeline(const ChangeLog& log, int64_t origin, int64_t end_ns) {
   for (const LiveChange& change : changes) {
     const size_t bucket = bucket_of(change.time_ns);
     auto apply = [&](SeriesBuilder& builder) {
-      builder.change(bucket, change.added ? builder.level() + change.size : builder.level() - change.size);
+      builder.change(bucket, change.added() ? builder.level() + change.size() : builder.level() - change.size());
     };
     apply(total);
-    if (slot_series[change.slot] != kUntracked) apply(series[slot_series[change.slot]]);
+    if (slot_series[change.slot()] != kUntracked) apply(series[slot_series[change.slot()]]);
   }
 
   timeline.total = total.finish(timeline.bucket_ns);
@@ -153,12 +159,13 @@ std::vector<std::vector<GroupBytes>> snapshot_groups(const ChangeLog& log, const
     const uint64_t position = std::min<uint64_t>(request.position, changes.size());
     for (; applied < position; ++applied) {
       const LiveChange& change = changes[applied];
-      if (change.added) {
-        bytes[change.slot] += change.size;
-        ++counts[change.slot];
+      const uint64_t whole = change.continued() ? 0 : 1;  // a further part of a large change counts no allocation
+      if (change.added()) {
+        bytes[change.slot()] += change.size();
+        counts[change.slot()] += whole;
       } else {
-        bytes[change.slot] -= change.size;
-        --counts[change.slot];
+        bytes[change.slot()] -= change.size();
+        counts[change.slot()] -= whole;
       }
     }
     for (size_t slot = 0; slot < slots.size(); ++slot) {

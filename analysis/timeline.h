@@ -14,14 +14,23 @@
 
 namespace gmt::analysis {
 
-// One change of live bytes: an allocation became live or stopped being live. 24 bytes each; a trace of
-// 10 million events keeps at most 240 MB of them.
+// One change of live bytes: an allocation became live or stopped being live. 16 bytes each (a trace of 50
+// million events keeps at most 800 MB of them): the size, the slot and the direction share one word. A size
+// above kMaxChunk (1 GiB) is logged as several changes at the same time, all but the first `continued`: they
+// move bytes but count no allocation, and replaying them reaches the same levels (positions are only ever
+// taken between appends, so never inside such a run).
 struct LiveChange {
+  static constexpr uint64_t kMaxChunk = (uint64_t{1} << 30) - 1;
+
   int64_t time_ns = 0;  // absolute (CLOCK_MONOTONIC of the event)
-  uint64_t size = 0;
-  uint32_t slot = 0;  // ChangeLog::slots() index: the allocation's stack, device and kind
-  bool added = false;
+  uint64_t bits = 0;    // slot << 32 | size << 2 | continued << 1 | added
+
+  uint64_t size() const { return (bits >> 2) & kMaxChunk; }
+  uint32_t slot() const { return static_cast<uint32_t>(bits >> 32); }  // ChangeLog::slots() index
+  bool added() const { return (bits & 1) != 0; }
+  bool continued() const { return (bits & 2) != 0; }  // a further part of the change before it
 };
+static_assert(sizeof(LiveChange) == 16);
 
 // What a change is about, apart from its size: one slot per distinct (stack, device, kind).
 struct ChangeSlot {
@@ -34,8 +43,16 @@ class ChangeLog {
  public:
   uint32_t slot_for(int64_t stack_id, int64_t device, schema::MemoryKind kind);
   void append(int64_t time_ns, uint64_t size, uint32_t slot, bool added) {
-    changes_.push_back(LiveChange{time_ns, size, slot, added});
+    uint64_t continued = 0;
+    do {
+      const uint64_t part = std::min(size, LiveChange::kMaxChunk);
+      changes_.push_back(LiveChange{time_ns, uint64_t{slot} << 32 | part << 2 | continued | (added ? 1u : 0u)});
+      size -= part;
+      continued = 2;
+    } while (size > 0);
   }
+  // Changes in [0, position) that are whole changes (not continued parts): allocations and frees.
+  uint64_t whole_changes_before(uint64_t position) const;
   // A position is a number of changes applied: 0 is before the first change, size() after the last.
   uint64_t position() const { return changes_.size(); }
   // The position after every change at or before `time_ns` (absolute): changes are appended in time order.

@@ -2,6 +2,8 @@
 // worked out by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "analysis/model.h"
 #include "analysis/render_text_parts.h"
 #include "trace_builder.h"
@@ -174,6 +176,38 @@ TEST(PeakStacksTest, EachDevicePeakListsWhatWasLiveThenLargestFirst) {
   // The total peak is unchanged by all this: 14 MiB at 35 (both devices).
   EXPECT_EQ(report.totals.peak_bytes, uint64_t(14 * kMiB));
   EXPECT_EQ(report.totals.peak_time_ns, 35);
+}
+
+// Sizes above the change log's 1 GiB part size (analysis/timeline.h) are logged in parts: the peak, its stacks
+// and their counts, and the timeline must be exactly those of one change each.
+TEST(PeakStacksTest, AllocationsLargerThanALogPartAreCountedOnce) {
+  constexpr int64_t kGiB = 1024 * kMiB;
+  TraceBuilder builder;
+  int64_t huge = builder.stack({0x1100});
+  int64_t small = builder.stack({0x1200});
+  builder.alloc(10, 0x10000000000, 5 * kGiB + 3, huge);  // 6 parts: 5 of 1 GiB - 1, one of 8 B
+  builder.alloc(20, 0x20000000000, 3 * kGiB, huge);      // 4 parts
+  builder.alloc(30, 0x1000, 1 * kMiB, small);
+  builder.free(40, 0x10000000000);
+  builder.free(50, 0x1000);
+  Report report = analyze(builder);
+
+  // Peak at 30: 8 GiB + 3 B + 1 MiB.
+  ASSERT_EQ(report.peaks.size(), 1u);
+  EXPECT_EQ(report.peaks[0].bytes, uint64_t(8 * kGiB + 3 + kMiB));
+  EXPECT_EQ(report.peaks[0].time_ns, 30);
+  ASSERT_EQ(report.peaks[0].stacks.size(), 2u);
+  EXPECT_EQ(report.peaks[0].stacks[0].stack.id, huge);
+  EXPECT_EQ(report.peaks[0].stacks[0].bytes, uint64_t(8 * kGiB + 3));
+  EXPECT_EQ(report.peaks[0].stacks[0].count, 2u);
+  EXPECT_EQ(report.peaks[0].stacks[1].count, 1u);
+  // The timeline ends at the level of the 3 GiB block, and its highest bucket holds the peak.
+  ASSERT_FALSE(report.timeline.total.empty());
+  EXPECT_EQ(report.timeline.total.back().max_bytes, uint64_t(3 * kGiB));
+  uint64_t highest = 0;
+  for (const TimelineBucket& bucket : report.timeline.total) highest = std::max(highest, bucket.max_bytes);
+  EXPECT_EQ(highest, uint64_t(8 * kGiB + 3 + kMiB));
+  EXPECT_EQ(report.totals.leaked_bytes, uint64_t(3 * kGiB));
 }
 
 TEST(PeakStacksTest, TopStacksCutsTheListButCountsEveryGroup) {
