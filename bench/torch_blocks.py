@@ -19,39 +19,22 @@ import os
 os.environ.setdefault("GMT_TORCH_BLOCKS_EXPERIMENTAL", "1")  # the mode is off by default (cli/run_command.cpp)
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-PINNED_CORES = {2, 3}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_step import build_steps, pin_to_cores, run_config  # noqa: E402  (the same model and pinning)
+
 TENSOR_PAIRS = 20000
 
 
 def worker(steps, batch_size):
-    try:
-        os.sched_setaffinity(0, PINNED_CORES & os.sched_getaffinity(0) or os.sched_getaffinity(0))
-    except OSError:
-        pass
+    pin_to_cores()
     import torch
-    from torch import nn
 
-    torch.manual_seed(0)
+    train_step, _ = build_steps(batch_size)
     device = torch.device("cuda")
-    layer = nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048, batch_first=True)
-    model = nn.TransformerEncoder(layer, num_layers=6).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batch = torch.randn(batch_size, 256, 512, device=device)
-
-    def train_step():
-        torch.cuda.nvtx.range_push("train step")
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(batch).float().pow(2).mean()
-        loss.backward()
-        optimizer.step()
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
 
     times = []
     for i in range(20 + steps):  # the first 20: warm-up (the caching allocator fills, kernels are chosen)
@@ -69,13 +52,6 @@ def worker(steps, batch_size):
         del t
     pair_us = (time.perf_counter() - start) / TENSOR_PAIRS * 1e6
     print(json.dumps({"train_ms": statistics.median(times) * 1e3, "tensor_pair_us": pair_us, "steps": steps}))
-
-
-def run_config(command):
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-2000:]}")
-    return json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])
 
 
 def blocks_in(trace, steps):
