@@ -85,10 +85,6 @@ struct Recorder {
   bool write_failed = false;  // a batch could not be written (disk full...): profiling stopped, said once
   uint64_t devices_seen = 0;  // bit d: an event on device d was written (under write_mutex)
   uint64_t devices_described = 0;  // bit d: device d's row is in the devices table (under write_mutex)
-  // bit d: an event on device d was recorded (under mutex). The first one wakes the writer (device_news), so
-  // that the device is described while the process runs: at exit the driver may be gone already.
-  uint64_t devices_recorded = 0;
-  bool device_news = false;
   // bit d: an app thread took on describing device d (record(), outside the lock), in the process's own
   // time: a short-lived process may exit before its writer runs, and at exit the driver is finalized already
   // (libcuda is loaded after us, so it is unloaded before us). The descriptions wait here for the writer.
@@ -244,7 +240,6 @@ Batch take_batch_locked(Recorder& r) {
     r.current = nullptr;
   }
   b.stacks = r.stacks.take_new_stacks();
-  r.device_news = false;
   b.backpressure_waits = r.backpressure_waits;
   b.backpressure_wait_ns = r.backpressure_wait_ns;
   b.meta.swap(r.pending_meta);
@@ -317,7 +312,7 @@ bool write_batch(Recorder& r, Batch& batch) {
 
 // True when the writer has something to do before its next periodic batch.
 bool writer_has_work_locked(const Recorder& r) {
-  return r.stop_requested || !r.full.empty() || r.device_news ||
+  return r.stop_requested || !r.full.empty() ||
          r.flush_requested.load(std::memory_order_acquire) != r.flush_done.load(std::memory_order_relaxed);
 }
 
@@ -376,11 +371,6 @@ void append_locked(Recorder& r, std::unique_lock<std::mutex>& lock, const EventR
   if (!r.writer_started) start_writer_locked(r);
   if (!r.current) r.current = take_spare_chunk(r);
   r.current->events[r.current->count++] = event;
-  if (event.device >= 0 && event.device < 64 && !(r.devices_recorded & (uint64_t{1} << event.device))) {
-    r.devices_recorded |= uint64_t{1} << event.device;  // rare: a device's first event
-    r.device_news = true;
-    r.wake_writer.notify_one();
-  }
   if (r.current->count < kChunkEvents) return;
   r.full.push_back(r.current);
   r.current = nullptr;
