@@ -29,13 +29,6 @@ using schema::Api;
 using schema::EventKind;
 using schema::MemoryKind;
 
-Api api_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  for (const CallbackSite& site : kCallbackSites) {
-    if (site.cbid == cbid && site.domain == domain) return site.api;
-  }
-  return Api::Unknown;
-}
-
 // One driver callback being translated.
 struct Call {
   const CUpti_CallbackData& data;

@@ -87,6 +87,14 @@ inline constexpr CallbackSite kCallbackSites[] = {
     GMT_RUNTIME_SITE(cudaIpcCloseMemHandle_v4010, cudaIpcCloseMemHandle),
 };
 
+// The schema's name of a call site (Api::Unknown for an id that is not one of ours).
+inline schema::Api api_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  for (const CallbackSite& site : kCallbackSites) {
+    if (site.cbid == cbid && site.domain == domain) return site.api;
+  }
+  return schema::Api::Unknown;
+}
+
 #undef GMT_DRIVER_SITE
 #undef GMT_RUNTIME_SITE
 

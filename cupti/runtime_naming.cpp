@@ -38,13 +38,6 @@ struct RuntimeCall {
 };
 thread_local RuntimeCall t_runtime_call __attribute__((tls_model("initial-exec")));
 
-Api api_of_runtime(CUpti_CallbackId cbid) {
-  for (const CallbackSite& site : kCallbackSites) {
-    if (site.cbid == cbid && site.domain == CUPTI_CB_DOMAIN_RUNTIME_API) return site.api;
-  }
-  return Api::Unknown;
-}
-
 bool enabled(uint8_t phase) { return phase != kOff; }
 
 // One thread wins the move from `from` to `to` and (dis)ables the runtime sites. The phase changes first, so
@@ -82,7 +75,7 @@ void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData& data, bool acti
   if (data.callbackSite == CUPTI_API_ENTER) {
     const uint8_t phase = g_phase.load(std::memory_order_relaxed);
     if (!active || !enabled(phase) || runtime_call_in_progress() != Api::Unknown) return;
-    t_runtime_call = {api_of_runtime(cbid), data.correlationId, phase};
+    t_runtime_call = {api_of(CUPTI_CB_DOMAIN_RUNTIME_API, cbid), data.correlationId, phase};
     return;
   }
   // Cleared even when nested in one of our hooks: a stale name would mislabel every later event.
