@@ -9,7 +9,8 @@ stacks='python', max_entries=N), keeps a ring of the allocator's actions per dev
 lazy initialization (torch.cuda._lazy_call): importing torch never initializes CUDA because of us, and a process
 that never uses CUDA is left alone. The ring is drained into the trace (torch.cuda.memory._snapshot(), the new
 entries only) by a daemon thread, on PyTorch's out-of-memory observer, and at interpreter exit (an atexit handler
-registered after torch's own, so it runs before torch tears down).
+registered after torch's own, so it runs before torch tears down). The daemon thread must import nothing:
+whatever a snapshot imports is imported on the app's thread when the mode starts (_import_what_snapshots_import).
 
 What is recorded: each 'alloc' entry as an allocation and each 'free_completed' as its free (memory kind
 tensor_block, source torch_allocator). free_completed, not free_requested: a block freed while other streams
@@ -42,6 +43,7 @@ MAX_PERIOD_S = 1.0  # the longest wait unless a drain costs more than 1/COST_FAC
 COST_FACTOR = 20
 _TAIL = 4  # entries matched to find where the last drain ended
 _MAX_FRAMES = 64  # as the native stacks
+DRAIN_THREAD_NAME = "gpumemtrace-torch-blocks"
 _RECORDED_ACTIONS = {"alloc": 0, "free_completed": 1}
 # What the drain never reads (segments are the CUDA level's): left out of PyTorch's ring where it allows that.
 _SKIPPED_ACTIONS = ["free_requested", "segment_alloc", "segment_free", "segment_map", "segment_unmap", "snapshot"]
@@ -229,6 +231,29 @@ def _drain_periodically(drain, stop):
         last = now
 
 
+def _import_what_snapshots_import(torch):
+    """Imports, on the app's thread, what PyTorch's snapshot would otherwise import on our drain thread.
+
+    A snapshot symbolizes the Python frames of its entries, and PyTorch's symbolizer asks `hasattr(torch,
+    "_inductor")` to map compiled code back to source lines. torch._inductor is one of torch's lazy submodules:
+    asking for the attribute imports it. Imported from the drain thread while the app imports torch._dynamo (as
+    torch.optim does at its first use), the two imports meet in torch's circular imports and the app's fails
+    (`cannot import name 'IndentedBuffer' from 'torch._inductor.utils'`, seen on the H200). So the package is
+    imported here, at CUDA's initialization on the app's thread, as the app's own first snapshot would. Returns
+    whether draining from another thread is safe; when the import fails, the drains stay on the app's thread
+    (PyTorch's out-of-memory observer, interpreter exit) and the ring may overrun in between.
+    """
+    try:
+        getattr(torch, "_inductor")
+        return True
+    except AttributeError:  # a PyTorch without the lazy submodule: its symbolizer's hasattr imports nothing either
+        return True
+    except Exception as error:
+        _say(f"--torch-blocks: importing torch._inductor (PyTorch's snapshots need it) failed ({error!r}); tensor "
+             f"blocks are drained only at out-of-memory and at exit")
+        return False
+
+
 def _start_recording(torch, record):
     """At CUDA's lazy initialization: switch PyTorch's history on and start draining it."""
     global _drain
@@ -241,11 +266,9 @@ def _start_recording(torch, record):
         record_history(enabled="all", context="alloc", stacks="python", max_entries=ring)
     drain = Drain(torch.cuda.memory._snapshot, record, ring)
     drain.mark_started()
-    # One drain now, on the app's thread: whatever PyTorch imports lazily to take a snapshot is imported here,
-    # not later by our drain thread while the app imports the same modules (seen on the H200: the app's
-    # `import torch._dynamo` failed with a circular-import error on torch._inductor.utils, partially
-    # initialized by a concurrent import from the drain thread).
     drain.drain()
+    # Before any drain off the app's thread: PyTorch's snapshot may import torch._inductor (below).
+    periodic = _import_what_snapshots_import(torch)
     _drain = drain
     stop = threading.Event()
 
@@ -267,8 +290,9 @@ def _start_recording(torch, record):
     attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
     if attach is not None:
         attach(on_out_of_memory)
-    threading.Thread(target=_drain_periodically, args=(drain, stop), name="gpumemtrace-torch-blocks",
-                     daemon=True).start()
+    if periodic:
+        threading.Thread(target=_drain_periodically, args=(drain, stop), name=DRAIN_THREAD_NAME,
+                         daemon=True).start()
 
 
 def on_torch_imported(torch):

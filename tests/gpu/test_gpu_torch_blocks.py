@@ -40,6 +40,9 @@ class GpuTorchBlocksTest(TraceDirTestCase):
         self.assertIn(f"steps {STEPS}", result.stdout)
         self.assertNotIn("block-level mode is off", result.stderr)
         self.assertNotIn("overran", result.stderr)
+        # The mode imports what PyTorch's snapshots import on the app's thread, at CUDA's initialization: its
+        # drain thread must import nothing (an import there broke the app's `import torch._dynamo`).
+        self.assertNotIn("[gpumemtrace-torch-blocks]", imports)
         return trace, report_json(trace)
 
     def block_rows(self, trace):

@@ -29,13 +29,13 @@ def marker(text):
 
 
 class TorchBlocksTest(TraceDirTestCase):
-    def run_app(self, name, *options, drain_every=5, entries=None):
+    def run_app(self, name, *options, drain_every=5, entries=None, app_args=()):
         env = {"PYTHONPATH": FIXTURE, "GMT_TORCH_BLOCKS_EXPERIMENTAL": "1"}
         if entries is not None:
             env["GMT_TORCH_BLOCKS_ENTRIES"] = str(entries)
         trace = self.path(name)
         result = run_cli("run", "--simulate", "-q", "-o", trace, *options, "--", sys.executable, APP, str(STEPS),
-                         str(drain_every), env=env)
+                         str(drain_every), *app_args, env=env)
         self.assertEqual(result.returncode, 0, result.stderr)
         seen = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
         return trace, seen, result.stderr
@@ -154,6 +154,21 @@ class TorchBlocksTest(TraceDirTestCase):
         self.assertGreaterEqual(overruns, 1)
         self.assertLess(len([r for r in rows if r[2] == 1]), STEPS * 4)  # blocks were lost, as said
         self.assertEqual(report_json(trace)["tensor_blocks"]["overruns"], overruns)
+
+    def test_the_drain_thread_imports_nothing(self):
+        # PyTorch's snapshot imports torch._inductor (a lazy submodule) when it symbolizes Python frames. From the
+        # drain thread that import raced the app's `import torch._dynamo` and broke it on the H200, so the mode
+        # imports it on the app's thread at CUDA's initialization: the drain thread's snapshots import nothing.
+        trace, seen, stderr = self.run_app("imports.db", "--torch-blocks", drain_every=STEPS + 1,
+                                           app_args=["--wait-for-drain-thread"])
+        self.assertIn("gpumemtrace-torch-blocks", json.loads(seen["snapshot_threads"]))
+        imports = json.loads(seen["imports"])
+        self.assertEqual([thread for thread, _ in imports if thread != "MainThread"], [], imports)
+        self.assertEqual(seen["inductor_imported_by"], "MainThread")
+        rows, meta, _ = self.blocks(trace)
+        self.assertEqual(len([r for r in rows if r[2] == 1]), STEPS * 4)
+        self.assertEqual(meta["tensor_blocks_overruns"], "0")
+        self.assertNotIn("failed", stderr)
 
     def test_the_mode_is_off_unless_asked_for_as_experimental(self):
         result = run_cli("run", "--simulate", "--torch-blocks", "--", sys.executable, "-c", "0",

@@ -2,12 +2,14 @@
 import collections
 import os
 import sys
+import threading
 import time
 
 _history = None          # the settings of the last _record_memory_history call
 _history_before_init = False
 _ring = collections.deque()
 _snapshots = 0
+_snapshot_threads = set()  # the names of the threads that took snapshots
 _segment_base = 0
 _free = []               # (address, size) of freed blocks, reused first-fit
 _next = 0
@@ -26,6 +28,11 @@ def _record_memory_history(enabled="all", context="all", stacks="all", max_entri
 def _snapshot():
     global _snapshots
     _snapshots += 1
+    _snapshot_threads.add(threading.current_thread().name)
+    if any(entry["frames"] for entry in _ring):
+        # PyTorch's symbolizer, before it names the Python frames: hasattr(torch, "_inductor") (which imports it).
+        import torch
+        hasattr(torch, "_inductor")
     return {"segments": [], "device_traces": [list(_ring)], "allocator_settings": {}, "external_annotations": []}
 
 
