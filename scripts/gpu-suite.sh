@@ -36,13 +36,16 @@ if [ -z "${GMT_ONLY_BENCH:-}" ]; then
   grep -E "FIGURE|ok$|FAIL|ERROR|Error|Ran |^[0-9]+: OK|SKIP|tests passed" "$out/gpu-suite.log" | sed 's/^[0-9]*: //' | tail -60
 fi
 # The benchmarks (docs/benchmarks.md). A device call is limited to 10 minutes: on a warm machine, run the tests
-# in one call and GMT_ONLY_BENCH=1 scripts/gpu-suite.sh in the next (the build is reused).
+# in one call and GMT_ONLY_BENCH=1 scripts/gpu-suite.sh in the next (the build is reused). GMT_BENCHES picks
+# which of them run (default: all three); GMT_SKIP_BENCH=1 runs none.
+benches=" ${GMT_BENCHES:-overhead torch_step torch_step_ab} "
+bench_wanted() { [ -z "${GMT_SKIP_BENCH:-}" ] && [[ "$benches" == *" $1 "* ]]; }
 # Side-by-side overhead on the real GPU.
-[ -n "${GMT_SKIP_BENCH:-}" ] || python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUNDS:-5}" --with-sanitizer 2>&1 | tee "$out/overhead.txt"
+bench_wanted overhead && python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUNDS:-5}" --with-sanitizer 2>&1 | tee "$out/overhead.txt"
 # A real PyTorch training and inference step, raw vs profiled vs PyTorch's own recorder (target: 0.5%).
-[ -n "${GMT_SKIP_BENCH:-}${GMT_SKIP_TORCH_BENCH:-}" ] || python3 bench/torch_step.py "$build" "${GMT_TORCH_ROUNDS:-5}" ${GMT_TORCH_ARGS:-} 2>&1 | tee "$out/torch_step.txt"
+bench_wanted torch_step && python3 bench/torch_step.py "$build" "${GMT_TORCH_ROUNDS:-5}" ${GMT_TORCH_ARGS:-} 2>&1 | tee "$out/torch_step.txt"
 # The same step with recording switched on and off inside one process (the figure for the 0.5% target).
-[ -n "${GMT_SKIP_BENCH:-}${GMT_SKIP_TORCH_BENCH:-}" ] || python3 bench/torch_step_ab.py "$build" ${GMT_TORCH_AB_ARGS:-} 2>&1 | tee "$out/torch_step_ab.txt"
+bench_wanted torch_step_ab && python3 bench/torch_step_ab.py "$build" ${GMT_TORCH_AB_ARGS:-} 2>&1 | tee "$out/torch_step_ab.txt"
 # CPU-side figures on this idle host, the writer pinned to two cores like the build machine (GMT_CPU_BENCH=1).
 if [ -n "${GMT_CPU_BENCH:-}" ]; then
   taskset -c 0,1 python3 bench/trace_throughput.py "$build" --rounds 3 2>&1 | tee "$out/trace_throughput.txt"
