@@ -76,7 +76,7 @@ def worker(mode, blocks, block_steps, batch):
             step()
         on_blocks, off_blocks = [], []
         for block in range(blocks):
-            on = block % 4 in (0, 3)  # ABBA
+            on = recording_on_in(block)
             switch(on)
             step()  # untimed: whatever switching itself costs is not in the block
             times = []
@@ -91,14 +91,26 @@ def worker(mode, blocks, block_steps, batch):
     print(json.dumps(result), flush=True)
 
 
+def recording_on_in(block):
+    return block % 4 in (0, 3)  # ABBA: on, off, off, on, on, off, ...
+
+
+def expected_pauses(blocks):
+    """Pauses per process: one at each switch from on to off (each phase starts on), in both phases."""
+    per_phase = sum(1 for block in range(blocks)
+                    if not recording_on_in(block) and (block == 0 or recording_on_in(block - 1)))
+    return 2 * per_phase
+
+
 def check_pauses(trace, blocks):
-    """The trace must say it was paused once per "off" block (train and inference: `blocks` in all)."""
+    """The trace must count exactly the pauses the worker made."""
     import sqlite3
 
     with sqlite3.connect(trace) as db:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-    if meta.get("recording_pauses") != str(blocks):
-        raise SystemExit(f"{trace}: meta.recording_pauses = {meta.get('recording_pauses')}, expected {blocks}")
+    expected = expected_pauses(blocks)
+    if meta.get("recording_pauses") != str(expected):
+        raise SystemExit(f"{trace}: meta.recording_pauses = {meta.get('recording_pauses')}, expected {expected}")
 
 
 def option(args, name, default):

@@ -55,7 +55,7 @@ class GpuTorchBlocksTest(TraceDirTestCase):
 
     def test_leaking_loop_is_named_by_the_line_that_keeps_the_tensors(self):
         trace, report = self.run_sample("leak.db")
-        site = f"{SAMPLE}:train_step:{marker_line('torch_training_leak.py', 'BLOCK-LEAK-SITE')}"
+        site = f"{SAMPLE}:train_step:{marker_line('torch_training_leak.py', '# BLOCK-LEAK-SITE:')}"
         blocks = report["tensor_blocks"]
         self.assertIsNotNone(blocks)
         self.assertEqual(blocks["overruns"], 0)
