@@ -10,11 +10,14 @@ process uses:
 - CuPy: the default memory pool's used_bytes / total_bytes;
 - JAX: each GPU device's memory_stats() (bytes_in_use; pool_bytes, the BFC pool, as reserved).
 
-When: every GMT_ALLOCATOR_SAMPLE_MS (default 100; 0 turns sampling off), after each NVTX range at nesting depth 0
-ends (a training step; at most one sample per 10 ms, the last range end of a burst always sampled), and once at
-interpreter exit. Cost: PyTorch's memory_stats takes ~145 us per device (H200, torch 2.11) with the GIL held, so
-the default cadence takes ~0.15% of one core per device, plus one sample per step; the thread waits for range
-ends inside the native library without the GIL.
+When: after each NVTX range at nesting depth 0 ends (a training step), at most once per 10 ms and per 400
+durations of a sample (the last range end of a burst always sampled); otherwise every GMT_ALLOCATOR_SAMPLE_MS
+(default 100; 0 turns sampling off) since the last sample; and once at interpreter exit. Cost: PyTorch's
+statistics take ~145 us per device (H200, torch 2.11) with the GIL held, which the app's thread waits for. At
+one sample per step that was 2-3% of a 4.5 ms inference step (bench/torch_step_ab.py on the H200); with the
+gap of 400 sample durations, range-end samples take at most 0.25% of the time: steps longer than that gap are
+each sampled, shorter ones every few steps. The thread waits for range ends inside the native library without
+the GIL.
 
 Never imports a framework, never initialises CUDA, never raises into the app: a failing part says so once on
 stderr and switches itself off.
@@ -35,7 +38,8 @@ TORCH_CACHING, TORCH_EXPANDABLE, TORCH_MALLOC_ASYNC, CUPY_POOL, JAX_XLA = 1, 2, 
 CADENCE, RANGE_END, OOM, EXIT = 1, 2, 3, 4
 
 DEFAULT_PERIOD_MS = 100
-MIN_GAP_S = 0.010       # at most one range-end sample per 10 ms
+MIN_GAP_S = 0.010       # at most one range-end sample per 10 ms ...
+COST_FACTOR = 400       # ... and per 400 sample durations: range-end samples take at most 0.25% of the time
 DEVICE_SCAN_S = 2.0     # how often PyTorch's devices are all looked at, to find those that came into use
 
 _said = set()
@@ -250,6 +254,7 @@ class Sampler:
         self.thread = None
         self.stopped = False
         self.last_sample = 0.0
+        self.sample_cost_s = 0.0  # how long the last sample took (the GIL is held meanwhile)
         # Read here, on the app's thread: a range that ends before the sampler thread first runs still counts.
         self.seen_range_ends = range_ends()
 
@@ -293,11 +298,21 @@ class Sampler:
             ends = self.wait_for_range_end(seen, timeout_ms)
             if ends == seen or self.stopped:
                 continue
-            gap = self.last_sample + MIN_GAP_S - time.monotonic()
+            now = time.monotonic()
+            gap = self.last_sample + self.range_end_gap_s() - now
+            if gap >= next_cadence - now:
+                seen = ends  # the cadence's sample comes first, and stands for this range end
+                continue
             if gap > 0:
                 time.sleep(gap)  # ranges that end meanwhile share the sample below
             seen = self.range_ends()
             self.sample(RANGE_END)
+            # The cadence fills the time between samples; right after one it would only add cost.
+            next_cadence = max(next_cadence, self.last_sample + self.period_s)
+
+    def range_end_gap_s(self):
+        """The least time between the starts of two range-end samples: their cost bounded to 1/COST_FACTOR."""
+        return max(MIN_GAP_S, COST_FACTOR * self.sample_cost_s)
 
     def at_exit(self):
         self.stopped = True  # the exit sample is the last: a periodic one waiting for the lock is dropped
@@ -310,6 +325,7 @@ class Sampler:
             if self.stopped and trigger != EXIT:
                 return
             self.last_sample = time.monotonic()
+            cost_s = 0.0
             for source in list(self.sources):
                 try:
                     if not source.started:
@@ -318,9 +334,14 @@ class Sampler:
                         source.started = True
                         source.start()
                     for device in source.devices_now(self.last_sample, rescan=trigger == EXIT):
+                        # This thread's CPU time: what the statistics cost (with the GIL held), without the
+                        # waits for the GIL that a busy app makes this thread do.
+                        started = time.thread_time()
                         self.sample_locked(source, device, trigger, None)
+                        cost_s += time.thread_time() - started
                 except Exception as error:
                     self.drop(source, error)
+            self.sample_cost_s = cost_s
 
     def sample_device(self, source, device, trigger, request=None):
         with self.lock:
