@@ -15,8 +15,6 @@ Usage:
 """
 import json
 import os
-
-os.environ.setdefault("GMT_TORCH_BLOCKS_EXPERIMENTAL", "1")  # the mode is off by default (cli/run_command.cpp)
 import sqlite3
 import statistics
 import sys

@@ -330,8 +330,7 @@ CommandAction add_run_command(CLI::App& app) {
                 "Do not start the in-process Python hooks (PyTorch/CuPy/JAX allocator statistics); PYTHONPATH is "
                 "then left as it is. Python frames in stacks are separate: GMT_NO_PYTHON_FRAMES=1");
   run->add_flag("--torch-blocks", options->torch_blocks,
-                "EXPERIMENTAL, off unless GMT_TORCH_BLOCKS_EXPERIMENTAL=1 (with PyTorch 2.11 it broke the app's "
-                "`import torch._dynamo`). PyTorch block-level mode: record every tensor allocation with its Python stack (PyTorch's own "
+                "PyTorch block-level mode: record every tensor allocation with its Python stack (PyTorch's own "
                 "memory history, drained into the trace), so a leak inside the caching allocator is named by the "
                 "Python line that allocated the kept tensors. Costs time on every tensor allocation "
                 "(docs/benchmarks.md); ring size per device: GMT_TORCH_BLOCKS_ENTRIES (default 50000)");
@@ -361,15 +360,6 @@ CommandAction add_run_command(CLI::App& app) {
     options->command = g_app_argv_after_separator ? *g_app_argv_after_separator : rest;
     if (options->torch_blocks && !options->python_hooks) {
       fmt::print(stderr, "gpumemtrace: --torch-blocks needs the in-process Python hooks: drop --no-python-hooks\n");
-      return kExitBadInput;
-    }
-    // On the H200 with PyTorch 2.11 the mode broke the app: its later `import torch._dynamo` failed with an
-    // ImportError on torch._inductor.utils (docs/gpu-results.md). Off until that is understood and fixed.
-    const char* experimental = getenv("GMT_TORCH_BLOCKS_EXPERIMENTAL");
-    if (options->torch_blocks && !(experimental && std::string_view(experimental) == "1")) {
-      fmt::print(stderr, "gpumemtrace: --torch-blocks is experimental and off: with PyTorch 2.11 on a GPU it made the "
-                         "app's `import torch._dynamo` fail (docs/gpu-results.md); set "
-                         "GMT_TORCH_BLOCKS_EXPERIMENTAL=1 to use it anyway\n");
       return kExitBadInput;
     }
     if (options->command.empty()) {

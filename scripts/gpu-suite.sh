@@ -37,8 +37,8 @@ if [ -z "${GMT_ONLY_BENCH:-}" ]; then
 fi
 # The benchmarks (docs/benchmarks.md). A device call is limited to 10 minutes: on a warm machine, run the tests
 # in one call and GMT_ONLY_BENCH=1 scripts/gpu-suite.sh in the next (the build is reused). GMT_BENCHES picks
-# which of them run (default: all three); GMT_SKIP_BENCH=1 runs none.
-benches=" ${GMT_BENCHES:-overhead torch_step torch_step_ab} "
+# which of them run (default: all four); GMT_SKIP_BENCH=1 runs none.
+benches=" ${GMT_BENCHES:-overhead torch_step torch_step_ab torch_blocks} "
 bench_wanted() { [ -z "${GMT_SKIP_BENCH:-}" ] && [[ "$benches" == *" $1 "* ]]; }
 # Side-by-side overhead on the real GPU.
 bench_wanted overhead && python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUNDS:-5}" --with-sanitizer 2>&1 | tee "$out/overhead.txt"
@@ -46,6 +46,8 @@ bench_wanted overhead && python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUN
 bench_wanted torch_step && python3 bench/torch_step.py "$build" "${GMT_TORCH_ROUNDS:-5}" ${GMT_TORCH_ARGS:-} 2>&1 | tee "$out/torch_step.txt"
 # The same step with recording switched on and off inside one process (the figure for the 0.5% target).
 bench_wanted torch_step_ab && python3 bench/torch_step_ab.py "$build" ${GMT_TORCH_AB_ARGS:-} 2>&1 | tee "$out/torch_step_ab.txt"
+# The block-level mode (--torch-blocks) against the default run: its cost per step and per tensor.
+bench_wanted torch_blocks && python3 bench/torch_blocks.py "$build" "${GMT_TORCH_BLOCKS_ROUNDS:-5}" 2>&1 | tee "$out/torch_blocks.txt"
 # CPU-side figures on this idle host, the writer pinned to two cores like the build machine (GMT_CPU_BENCH=1).
 if [ -n "${GMT_CPU_BENCH:-}" ]; then
   taskset -c 0,1 python3 bench/trace_throughput.py "$build" --rounds 3 2>&1 | tee "$out/trace_throughput.txt"

@@ -4,8 +4,6 @@ keeps the tensors (BLOCK-LEAK-SITE), which the CUDA level cannot; the fixed loop
 trace holds a plausible number of tensor blocks with monotonic times inside the run; and importing torch under
 the mode initializes no CUDA. Prints FIGURE lines for docs/gpu-results.md. Exits 77 without a GPU or PyTorch."""
 import os
-
-os.environ.setdefault("GMT_TORCH_BLOCKS_EXPERIMENTAL", "1")  # the mode is off by default (cli/run_command.cpp)
 import shutil
 import sqlite3
 import subprocess

@@ -30,7 +30,7 @@ def marker(text):
 
 class TorchBlocksTest(TraceDirTestCase):
     def run_app(self, name, *options, drain_every=5, entries=None, app_args=()):
-        env = {"PYTHONPATH": FIXTURE, "GMT_TORCH_BLOCKS_EXPERIMENTAL": "1"}
+        env = {"PYTHONPATH": FIXTURE}
         if entries is not None:
             env["GMT_TORCH_BLOCKS_ENTRIES"] = str(entries)
         trace = self.path(name)
@@ -169,12 +169,6 @@ class TorchBlocksTest(TraceDirTestCase):
         self.assertEqual(len([r for r in rows if r[2] == 1]), STEPS * 4)
         self.assertEqual(meta["tensor_blocks_overruns"], "0")
         self.assertNotIn("failed", stderr)
-
-    def test_the_mode_is_off_unless_asked_for_as_experimental(self):
-        result = run_cli("run", "--simulate", "--torch-blocks", "--", sys.executable, "-c", "0",
-                         env={"GMT_TORCH_BLOCKS_EXPERIMENTAL": "0"})
-        self.assertEqual(result.returncode, 2, result.stderr)
-        self.assertIn("--torch-blocks is experimental and off", result.stderr)
 
     def test_torch_blocks_needs_the_python_hooks(self):
         result = run_cli("run", "--simulate", "--torch-blocks", "--no-python-hooks", "--", sys.executable, "-c", "0")
