@@ -254,7 +254,7 @@ class Sampler:
         self.thread = None
         self.stopped = False
         self.last_sample = 0.0
-        self.sample_cost_s = 0.0  # how long the last sample took (the GIL is held meanwhile)
+        self.sample_cost_s = 0.0  # the CPU time of the last sample (its statistics are read with the GIL held)
         # Read here, on the app's thread: a range that ends before the sampler thread first runs still counts.
         self.seen_range_ends = range_ends()
 
