@@ -78,7 +78,8 @@ for kind in "${which[@]}"; do
       not_run=()  # tests whose programs an --in-process build does not have
       if ((in_process)); then
         configure_and_build "$asan_dir" "$flags" "${in_process_targets[@]}" gmt_sanitized_app_address \
-          gmt_nvtx_unit_tests gmt_test_recording_injection gmt_test_nvtx_second_copy gmt_test_nvtx_copies
+          gmt_nvtx_unit_tests gmt_test_recording_injection gmt_test_nvtx_second_copy gmt_test_nvtx_copies \
+          gmt_unwind_tests
         # html.*: they start chromium, which hangs under the preloaded ASan runtime, and test no in-process code.
         not_run=(-E 'NOT_BUILT|^sim_|e2e\.test_install|^html\.')
       else

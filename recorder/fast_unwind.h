@@ -1,0 +1,42 @@
+// A stack walk for the hot path that costs a hash lookup and two loads per frame, for x86-64 code with
+// DWARF call-frame information (.eh_frame, which gcc and clang emit for every function by default).
+//
+// Why: libunwind's unw_backtrace spends ~85 instructions per frame even on its cached path, and the walk was
+// 55-60% of what the profiler adds to an allocation (docs/benchmarks.md, "Per-event cost"). Almost every
+// frame of real code follows one of a few rules: the caller's stack pointer (the CFA) is the stack pointer
+// or the frame pointer plus a constant, the return address sits just below it, and the frame pointer is
+// either untouched or saved at a constant offset from the CFA. This walker keeps that rule per return
+// address in a global table, filled from the module's .eh_frame the first time an address is seen.
+//
+// Exact or nothing: wherever a frame needs more than those rules (signal frames, DWARF expressions other
+// than gcc's stack realignment, code without unwind information, a stack outside the thread's own), the
+// walk gives up and the caller uses libunwind for the whole stack. tests/unit/fast_unwind_test.cpp and the
+// `GMT_UNWIND_CHECK=1` mode (both walks on every stack, mismatches counted in the trace) check that the two
+// agree frame for frame.
+#pragma once
+
+#include <cstdint>
+
+namespace gmt::recorder {
+
+// Fills `frames` with up to `max_frames` return addresses, innermost first, starting with the return address
+// into this function's caller: the same list unw_backtrace gives when called from that place. Returns how
+// many, or -1 when this
+// walker cannot do this stack exactly: the caller must take it with libunwind instead. Async-signal-unsafe
+// only on the first sight of a return address (it then reads the loader's module list).
+int fast_backtrace(void** frames, int max_frames);
+
+// Whether the walker can run on this platform at all (x86-64 Linux); if not, fast_backtrace returns -1.
+constexpr bool fast_backtrace_supported() {
+#if defined(__x86_64__) && defined(__linux__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Forget every cached rule: code may have been unmapped (dlclose) and other code mapped at its addresses.
+// Cheap (one atomic increment); walks in progress finish with the rules they read.
+void forget_unwind_rules();
+
+}  // namespace gmt::recorder
