@@ -156,6 +156,17 @@ void note_devices(Recorder& r, const EventRecord* events, size_t count) {
   }
 }
 
+// How stacks were walked (recorder/fast_unwind.h), at exit; nothing when stacks were off.
+void write_stack_walk_meta(Recorder& r) {
+  const Settings& s = settings();
+  if (!s.take_stacks) return;
+  StackWalkCounts counts = stack_walk_counts();
+  r.writer.set_meta(schema::meta::kStackWalksLibunwind, std::to_string(counts.libunwind));
+  if (s.unwind != UnwindMode::Check) return;
+  r.writer.set_meta(schema::meta::kStackWalksChecked, std::to_string(counts.checked));
+  r.writer.set_meta(schema::meta::kStackWalkMismatches, std::to_string(counts.mismatches));
+}
+
 void write_devices_meta(Recorder& r) {
   std::string list;
   for (int d = 0; d < 64; ++d) {
@@ -522,6 +533,7 @@ void finish(bool close) {
   if (!r.writer.is_open()) return;
   write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
   write_devices_meta(r);
+  write_stack_walk_meta(r);
   r.writer.set_meta(schema::meta::kEndMonotonicNs, std::to_string(now_ns()));
   r.writer.set_meta(schema::meta::kComplete, "1");
   if (close) r.writer.close();

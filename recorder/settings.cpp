@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "schema/trace_naming.h"
@@ -32,6 +33,11 @@ void load_settings_from_environment() {
   if (const char* v = getenv(kEnvNoStacks); v && *v == '1') s.take_stacks = false;
   if (const char* v = getenv(kEnvFreeStacks); v && *v == '1') s.take_free_stacks = true;
   if (const char* v = getenv(kEnvSimulated); v && *v == '1') s.simulated = true;
+  if (const char* v = getenv(kEnvUnwind); v && *v) {
+    if (std::strcmp(v, "libunwind") == 0) s.unwind = UnwindMode::Libunwind;
+    else if (std::strcmp(v, "check") == 0) s.unwind = UnwindMode::Check;
+    else if (std::strcmp(v, "fast") != 0) std::fprintf(stderr, "gpumemtrace: %s=%s is not fast, libunwind or check: using fast\n", kEnvUnwind, v);
+  }
   s.launch = schema::launch_identity_from_environment();
   s.start_unix_ns = clock_ns(CLOCK_REALTIME);
   s.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);

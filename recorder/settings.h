@@ -18,6 +18,12 @@ inline constexpr const char* kEnvNoStacks = "GMT_NO_STACKS";  // "1": record eve
 // growth are attributed to the allocating stack), and the walk is the costliest part of recording an event.
 inline constexpr const char* kEnvFreeStacks = "GMT_FREE_STACKS";
 inline constexpr const char* kEnvSimulated = "GMT_SIMULATED";  // "1": the CLI put the simulated runtime first
+// How stacks are walked (recorder/fast_unwind.h): "fast" (the default: the CFI-rule walker, libunwind where it
+// gives up), "libunwind" (libunwind only: the behaviour before the fast walker, for comparisons), "check" (both
+// on every stack, disagreements counted in the trace; slow, for verification).
+inline constexpr const char* kEnvUnwind = "GMT_UNWIND";
+
+enum class UnwindMode : uint8_t { Fast, Libunwind, Check };
 
 struct Settings {
   std::string output_pattern = "gpumemtrace.%p.db";
@@ -26,6 +32,7 @@ struct Settings {
   bool take_stacks = true;
   bool take_free_stacks = false;  // only with take_stacks
   bool simulated = false;
+  UnwindMode unwind = UnwindMode::Fast;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;
   schema::LaunchIdentity launch;  // rank and local GPU from the launcher's variables, read at load time

@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
+#include "recorder/fast_unwind.h"
 #include "recorder/python_frames.h"
+#include "recorder/settings.h"
 
 namespace gmt::recorder {
 namespace {
@@ -71,23 +74,91 @@ bool in_skipped_code(uintptr_t pc) {
   return false;
 }
 
+// Two independent multiply chains (even and odd frames) mixed once at the end: a chain of one xor and one
+// multiply per frame is the hash's latency, and two of them run side by side. Quality only decides how often
+// two stacks share a table bucket; every hit is confirmed by comparing all PCs.
 uint64_t hash_pcs(const uintptr_t* pcs, int depth) {
-  uint64_t h = 0xcbf29ce484222325ull ^ static_cast<uint64_t>(depth);
-  for (int i = 0; i < depth; ++i) {
-    h ^= pcs[i];
-    h *= 0x100000001b3ull;
-    h ^= h >> 29;
+  constexpr uint64_t kEven = 0x9e3779b97f4a7c15ull, kOdd = 0xc2b2ae3d27d4eb4full;
+  uint64_t even = kOdd ^ static_cast<uint64_t>(depth), odd = kEven;
+  int i = 0;
+  for (; i + 1 < depth; i += 2) {
+    even = (even ^ pcs[i]) * kEven;
+    odd = (odd ^ pcs[i + 1]) * kOdd;
   }
+  if (i < depth) even = (even ^ pcs[i]) * kEven;
+  uint64_t h = even ^ ((odd << 31) | (odd >> 33));
+  h ^= h >> 32;
+  h *= kEven;
+  h ^= h >> 29;
   return h;
+}
+
+constexpr int kWalkFrames = kMaxStackDepth + 8;  // a few more than kept: our own frames are cut from the top
+
+// Walks counted for the trace (meta stack_walks_*): rare events only, so that no two threads share a counter's
+// cache line on every allocation.
+std::atomic<uint64_t> g_libunwind_walks{0};
+std::atomic<uint64_t> g_checked_walks{0};
+std::atomic<uint64_t> g_walk_mismatches{0};
+
+int first_frame_outside_skipped_code(void* const* frames, int n) {
+  int first = 0;
+  while (first < n && in_skipped_code(reinterpret_cast<uintptr_t>(frames[first]))) ++first;
+  return first;
+}
+
+// GMT_UNWIND=check: both walkers on this stack. Their first frames differ (two call sites in our code, cut
+// anyway); from the first frame outside our code on they must be equal. libunwind's stack is the one kept.
+int walk_both_and_compare(void** frames) {
+  void* fast[kWalkFrames];
+  int n_fast = fast_backtrace(fast, kWalkFrames);
+  int n = unw_backtrace(frames, kWalkFrames);
+  if (n_fast < 0) {
+    g_libunwind_walks.fetch_add(1, std::memory_order_relaxed);
+    return n;
+  }
+  g_checked_walks.fetch_add(1, std::memory_order_relaxed);
+  int first_fast = first_frame_outside_skipped_code(fast, n_fast);
+  int first = first_frame_outside_skipped_code(frames, n);
+  bool same = n_fast - first_fast == n - first &&
+              std::memcmp(fast + first_fast, frames + first, sizeof(void*) * static_cast<size_t>(n - first)) == 0;
+  if (!same && g_walk_mismatches.fetch_add(1, std::memory_order_relaxed) == 0) {
+    int at = 0;
+    while (at < n - first && at < n_fast - first_fast && fast[first_fast + at] == frames[first + at]) ++at;
+    std::fprintf(stderr,
+                 "gpumemtrace: GMT_UNWIND=check: the fast stack walk differs from libunwind's at frame %d "
+                 "(%p against %p; %d against %d frames)\n",
+                 at, at < n_fast - first_fast ? fast[first_fast + at] : nullptr,
+                 at < n - first ? frames[first + at] : nullptr, n_fast - first_fast, n - first);
+  }
+  return n;
+}
+
+int walk_stack(void** frames) {
+  switch (settings().unwind) {
+    case UnwindMode::Fast: {
+      int n = fast_backtrace(frames, kWalkFrames);
+      if (n >= 0) return n;
+      break;
+    }
+    case UnwindMode::Check: return walk_both_and_compare(frames);
+    case UnwindMode::Libunwind: break;
+  }
+  g_libunwind_walks.fetch_add(1, std::memory_order_relaxed);
+  return unw_backtrace(frames, kWalkFrames);
 }
 
 }  // namespace
 
+StackWalkCounts stack_walk_counts() {
+  return {g_libunwind_walks.load(std::memory_order_relaxed), g_checked_walks.load(std::memory_order_relaxed),
+          g_walk_mismatches.load(std::memory_order_relaxed)};
+}
+
 void capture_stack(RawStack& stack) {
-  void* frames[kMaxStackDepth + 8];
-  int n = unw_backtrace(frames, kMaxStackDepth + 8);
-  int first = 0;
-  while (first < n && in_skipped_code(reinterpret_cast<uintptr_t>(frames[first]))) ++first;
+  void* frames[kWalkFrames];
+  int n = walk_stack(frames);
+  int first = first_frame_outside_skipped_code(frames, n);
   stack.depth = merge_python_frames(frames + first, n - first, stack.pcs, kMaxStackDepth);
   if (stack.depth >= 0) return;  // a thread running Python: its eval-loop frames became Python frames
   stack.depth = std::min(n - first, kMaxStackDepth);

@@ -17,9 +17,19 @@ struct RawStack {
 };
 
 // Fills `stack` with the return addresses of the current thread, innermost first, starting at the first
-// frame outside this library (the caller of the hooked CUDA function). Uses libunwind's unw_backtrace,
-// which caches unwind info per thread (FACTS.md: ~0.1-0.3 us; glibc's backtrace() costs ~10 us per event).
+// frame outside this library (the caller of the hooked CUDA function). Walks with recorder/fast_unwind.h and
+// falls back to libunwind's unw_backtrace where that walker gives up (settings().unwind chooses; glibc's
+// backtrace() would cost ~10 us per event, FACTS.md).
 void capture_stack(RawStack& stack);
+
+// For the trace's meta (schema::meta::kStackWalks*): walks done with libunwind, and under GMT_UNWIND=check the
+// walks compared and those that differed.
+struct StackWalkCounts {
+  uint64_t libunwind = 0;
+  uint64_t checked = 0;
+  uint64_t mismatches = 0;
+};
+StackWalkCounts stack_walk_counts();
 
 // Also cut frames inside the CUDA driver, CUPTI and the shared CUDA runtime from the top of every stack from
 // now on (the libraries loaded at the time of the call). Called when a driver-level backend starts; may be

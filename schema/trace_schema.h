@@ -350,6 +350,13 @@ inline constexpr const char* kTensorBlocksOverruns = "tensor_blocks_overruns";
 // during a pause looks live. Absent when recording was never paused.
 inline constexpr const char* kRecordingPauses = "recording_pauses";
 inline constexpr const char* kRecordingPausedNs = "recording_paused_ns";
+// Stack walks (recorder/fast_unwind.h): how many stacks were taken with libunwind because the fast walker gave up
+// on them (a signal frame, code without unwind information, a foreign stack) or was turned off (GMT_UNWIND). Written
+// at a clean exit, with stacks on. Under GMT_UNWIND=check also how many stacks both walkers took and on how many
+// they disagreed (libunwind's stack is the one recorded).
+inline constexpr const char* kStackWalksLibunwind = "stack_walks_libunwind";
+inline constexpr const char* kStackWalksChecked = "stack_walks_checked";
+inline constexpr const char* kStackWalkMismatches = "stack_walk_mismatches";
 }  // namespace meta
 
 // The values of meta.backend (one name per Source), written by the library and by the CLI.

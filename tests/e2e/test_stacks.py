@@ -2,8 +2,11 @@
 recorder/caller_stack.h): one allocation site reached through two callers gives two stacks, the same
 recursion at two depths gives two stacks of the right lengths, and a module loaded, unloaded and loaded again
 has its allocations attributed to its own function each time. The sample interleaves the paths, so a cached
-stack is always looked up again after another one."""
+stack is always looked up again after another one. The stacks are walked by recorder/fast_unwind.h: with
+GMT_UNWIND=check every stack is also walked by libunwind and the two must agree, through the plugin's
+dlclose and reload too."""
 import os
+import sqlite3
 import unittest
 
 from gmt_e2e import SAMPLES, TraceDirTestCase, marker_line, parse_truth, report_json, run_cli, sample
@@ -17,12 +20,18 @@ def functions(leak):
 
 
 class StackShapesTest(TraceDirTestCase):
-    def profile(self, *options):
-        trace = self.path("stacks.db")
+    def profile(self, *options, env=None, name="stacks.db"):
+        trace = self.path(name)
         result = run_cli("run", "--simulate", "-q", *options, "-o", trace, "--", sample("stack_shapes"), PLUGIN,
-                         str(REPEATS))
+                         str(REPEATS), env=env)
         self.assertEqual(result.returncode, 0, result.stderr)
+        self.meta = self.read_meta(trace)
         return parse_truth(result.stdout)[0], report_json(trace)
+
+    @staticmethod
+    def read_meta(trace):
+        with sqlite3.connect(trace) as db:
+            return dict(db.execute("SELECT key, value FROM meta"))
 
     def leaks_by_bytes_each(self, report):
         """leak groups keyed by the size of one allocation (each path allocates its own size)."""
@@ -63,6 +72,29 @@ class StackShapesTest(TraceDirTestCase):
         for leak in plugin:
             self.assertEqual(leak["stack"][0]["line"], marker_line("stack_shapes_plugin.cu", "PLUGIN-SITE"))
             self.assertTrue(any("call_plugin" in name for name in functions(leak)), functions(leak))
+
+    def test_the_fast_walk_takes_every_stack(self):
+        self.profile()
+        self.assertEqual(self.meta.get("stack_walks_libunwind"), "0", self.meta)
+        self.assertNotIn("stack_walks_checked", self.meta)
+
+    def test_the_fast_walk_agrees_with_libunwind_on_every_stack(self):
+        truth, report = self.profile(env={"GMT_UNWIND": "check"})
+        # One walk per allocation (frees take none): every allocation the sample made, leaked or not.
+        allocations = sum(leak["count"] for leak in report["leaks"])
+        self.assertEqual(allocations, truth["leaked_allocations"])
+        self.assertGreaterEqual(int(self.meta["stack_walks_checked"]), allocations)
+        self.assertEqual(self.meta["stack_walk_mismatches"], "0")
+        self.assertEqual(self.meta["stack_walks_libunwind"], "0")
+
+    def test_libunwind_alone_gives_the_same_stacks(self):
+        _, fast = self.profile()
+        _, slow = self.profile(env={"GMT_UNWIND": "libunwind"}, name="libunwind.db")
+        self.assertGreater(int(self.meta["stack_walks_libunwind"]), 0)
+        def frames(report):  # all but the addresses, which differ between two runs (ASLR)
+            return [[{k: v for k, v in frame.items() if k != "pc"} for frame in leak["stack"]]
+                    for leak in report["leaks"]]
+        self.assertEqual(frames(fast), frames(slow))
 
     def test_no_stacks_leaves_every_stack_empty(self):
         truth, report = self.profile("--no-stacks")

@@ -1,0 +1,35 @@
+// Our dlclose: the app (or a library) unloading code means that other code can later be mapped at the same
+// addresses, and the stack walker's rules by code address (recorder/fast_unwind.h) would then describe the
+// wrong function. So after every dlclose the walker forgets its rules and reads them again from .eh_frame as
+// stacks need them. dlclose is rare (Python never unloads extension modules), and what it costs the walker is
+// a few reads of unwind information for the next stacks.
+#include <dlfcn.h>
+
+#include <atomic>
+
+#include "interpose/driver_hook_table.h"
+#include "recorder/fast_unwind.h"
+
+namespace {
+
+using DlcloseFn = int (*)(void*);
+std::atomic<DlcloseFn> g_real_dlclose{nullptr};
+
+DlcloseFn real_dlclose() {
+  if (DlcloseFn real = g_real_dlclose.load(std::memory_order_acquire)) return real;
+  gmt::interpose::DlsymFn dlsym_of_libc = gmt::interpose::real_dlsym();
+  // RTLD_NEXT, asked from this library: the dlclose after ours (libc's, or another interposer's).
+  auto real = dlsym_of_libc ? reinterpret_cast<DlcloseFn>(dlsym_of_libc(RTLD_NEXT, "dlclose")) : nullptr;
+  if (real) g_real_dlclose.store(real, std::memory_order_release);
+  return real;
+}
+
+}  // namespace
+
+extern "C" int dlclose(void* handle) {
+  DlcloseFn real = real_dlclose();
+  if (!real) return -1;  // never seen: glibc always has one
+  int result = real(handle);
+  gmt::recorder::forget_unwind_rules();  // after the unmap: rules read from now on are of what is mapped now
+  return result;
+}
