@@ -10,4 +10,12 @@ packages=(libsqlite3-dev libsqlite3-0 libunwind-dev libunwind8 libdw-dev libdw1 
           zlib1g-dev liblzma-dev libfmt-dev libfmt9 libcli11-dev nlohmann-json3-dev libgtest-dev)
 apt-get download "${packages[@]}" >/dev/null
 git -C ../.. describe --always --dirty > ../commit 2>/dev/null || true
+# GMT_BASELINE=<rev>: also carry that commit's sources, so that gpu-suite.sh builds it beside this tree and the
+# overhead benchmark compares the two profilers in the same interleaved rounds (`before:` columns).
+rm -f ../baseline.tar ../baseline-commit
+if [ -n "${GMT_BASELINE:-}" ]; then
+  git -C ../.. archive --format=tar "$GMT_BASELINE" > ../baseline.tar
+  git -C ../.. rev-parse --short "$GMT_BASELINE" > ../baseline-commit
+  echo "gpu-prepare: baseline $(cat ../baseline-commit) in .gpu/baseline.tar"
+fi
 ls -1 *.deb | wc -l | xargs echo "gpu-prepare: debs in .gpu/debs:"

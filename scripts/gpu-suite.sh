@@ -25,6 +25,20 @@ build=/tmp/gmt-build
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix/usr" \
   >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 cmake --build "$build" -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
+# A baseline commit carried by gpu-prepare.sh (GMT_BASELINE=<rev>): built the same way, for the `before:` columns
+# of the overhead benchmark. Kept between calls on a warm machine, like the main build.
+baseline=/tmp/gmt-base
+baseline_args=()
+if [ -f .gpu/baseline.tar ]; then
+  if [ ! -x "$baseline/bin/gpumemtrace" ]; then
+    rm -rf /tmp/gmt-base-src && mkdir -p /tmp/gmt-base-src && tar -xf .gpu/baseline.tar -C /tmp/gmt-base-src
+    { cmake -S /tmp/gmt-base-src -B "$baseline" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_PREFIX_PATH="$prefix/usr" && cmake --build "$baseline" -j"$(nproc)"; } >"$out/baseline-build.log" 2>&1 ||
+      { echo "baseline build failed:"; tail -30 "$out/baseline-build.log"; }
+  fi
+  [ -x "$baseline/bin/gpumemtrace" ] && baseline_args=(--baseline "$baseline") &&
+    echo "== baseline $(cat .gpu/baseline-commit 2>/dev/null) built in $baseline" | tee -a "$out/machine.txt"
+fi
 
 status=0
 if [ -z "${GMT_ONLY_BENCH:-}" ]; then
@@ -41,7 +55,10 @@ fi
 benches=" ${GMT_BENCHES:-overhead torch_step torch_step_ab torch_blocks} "
 bench_wanted() { [ -z "${GMT_SKIP_BENCH:-}" ] && [[ "$benches" == *" $1 "* ]]; }
 # Side-by-side overhead on the real GPU.
-bench_wanted overhead && python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUNDS:-5}" --with-sanitizer 2>&1 | tee "$out/overhead.txt"
+# GMT_OVERHEAD_ARGS replaces --with-sanitizer (e.g. --variants hooks,cupti); a carried baseline adds its columns.
+# shellcheck disable=SC2086
+bench_wanted overhead && python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUNDS:-5}" ${GMT_OVERHEAD_ARGS:---with-sanitizer} \
+  "${baseline_args[@]}" 2>&1 | tee "$out/overhead.txt"
 # A real PyTorch training and inference step, raw vs profiled vs PyTorch's own recorder (target: 0.5%).
 bench_wanted torch_step && python3 bench/torch_step.py "$build" "${GMT_TORCH_ROUNDS:-5}" ${GMT_TORCH_ARGS:-} 2>&1 | tee "$out/torch_step.txt"
 # The same step with recording switched on and off inside one process (the figure for the 0.5% target).
@@ -52,6 +69,6 @@ bench_wanted torch_blocks && python3 bench/torch_blocks.py "$build" "${GMT_TORCH
 if [ -n "${GMT_CPU_BENCH:-}" ]; then
   taskset -c 0,1 python3 bench/trace_throughput.py "$build" --rounds 3 2>&1 | tee "$out/trace_throughput.txt"
   taskset -c 0,1 python3 bench/report_speed.py "$build" --millions 1 10 50 --rounds 1 2>&1 | tee "$out/report_speed.txt"
-  taskset -c 0,1 python3 bench/hook_cost.py "$build" --rounds 5 2>&1 | tee "$out/hook_cost.txt"
+  taskset -c 0,1 python3 bench/hook_cost.py "$build" --rounds 5 "${baseline_args[@]}" 2>&1 | tee "$out/hook_cost.txt"
 fi
 exit $status
