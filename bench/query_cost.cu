@@ -1,6 +1,7 @@
 // What the pieces of a recorded event cost on this machine, each timed alone in a loop (ns per call, the
 // median of 5 repetitions): the driver queries the driver hooks make per event (cuCtxGetCurrent,
-// cuCtxGetDevice), cudaGetDevice (the runtime hooks' device), the clock, and for scale one
+// cuCtxGetDevice), cudaGetDevice (the runtime hooks' device), the clock (and what a cheaper one would cost:
+// the coarse clock, the TSC), and for scale one
 // cudaMallocAsync+cudaFreeAsync pair. Run raw: it explains the "no stacks" columns of bench/overhead.py.
 // Usage: query_cost [calls=1000000]
 #include <cuda.h>
@@ -12,6 +13,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <vector>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 namespace {
 
@@ -60,6 +64,14 @@ int main(int argc, char** argv) {
                 clock_gettime(CLOCK_MONOTONIC, &ts);
                 g_sink = static_cast<unsigned long long>(ts.tv_nsec);
               }));
+  std::printf("clock_gettime(CLOCK_MONOTONIC_COARSE): %.1f ns\n", ns_per_call(calls, [] {
+                timespec ts;
+                clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+                g_sink = static_cast<unsigned long long>(ts.tv_nsec);
+              }));
+#if defined(__x86_64__)
+  std::printf("rdtsc: %.1f ns\n", ns_per_call(calls, [] { g_sink = __rdtsc(); }));
+#endif
   std::printf("cudaMallocAsync+cudaFreeAsync 256 B: %.1f ns\n", ns_per_call(calls / 20, [stream] {
                 void* p = nullptr;
                 cudaMallocAsync(&p, 256, stream);

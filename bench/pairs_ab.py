@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The profiler's cost per allocation+free pair, measured inside one process: runs bench/pairs_ab (recording
+switched on and off in ABBA blocks, call site DEPTH frames below main) under each backend, and prints one table
+of paired on/off ratios (median, with the middle half of the block pairs). Optionally the same under another
+build's profiler (--baseline: the `before:` columns; the same bench binary) and with GMT_UNWIND=libunwind (the
+stack walk before recorder/fast_unwind.h). Needs a GPU.
+
+"Off" still runs the hooks' pass-through (and CUPTI's dispatch under cupti): the ratio is what recording adds.
+bench/overhead.py gives the cross-process ratios to raw (much noisier on the GPU machines).
+
+Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--backends cupti,hooks,runtime]
+                         [--blocks N] [--pairs N] [--depth D] [--rounds R]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+LINE = re.compile(r"^(.*): on ([0-9.]+) ns, off ([0-9.]+) ns, ratio ([0-9.]+) \(.*middle half ([0-9.]+)-([0-9.]+);")
+
+
+def run(cli, bench, backend, trace, args, env_extra):
+    env = dict(os.environ, **env_extra)
+    command = [cli, "run", "-q", "--no-symbolize", "--backend", backend, "-o", trace, "--", bench, *args]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        sys.exit(f"pairs_ab.py: {' '.join(command)} failed ({result.returncode}):\n{result.stderr[-2000:]}")
+    rows = {}
+    for line in result.stdout.splitlines():
+        m = LINE.match(line)
+        if m:
+            rows[m.group(1)] = tuple(float(m.group(i)) for i in range(2, 7))
+    if not rows:
+        sys.exit(f"pairs_ab.py: no figures from {' '.join(command)}:\n{result.stdout}")
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("build")
+    parser.add_argument("--baseline")
+    parser.add_argument("--libunwind", action="store_true")
+    parser.add_argument("--backends", default="cupti,hooks,runtime")
+    parser.add_argument("--blocks", type=int, default=40)
+    parser.add_argument("--pairs", type=int, default=2000)
+    parser.add_argument("--depth", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=1)
+    a = parser.parse_args()
+    bench = os.path.join(a.build, "bench", "pairs_ab")
+    configs = []  # (label, cli, env)
+    for backend in a.backends.split(","):
+        configs.append((backend, backend, os.path.join(a.build, "bin", "gpumemtrace"), {}))
+        if a.libunwind:
+            configs.append((f"{backend}, libunwind", backend, os.path.join(a.build, "bin", "gpumemtrace"),
+                            {"GMT_UNWIND": "libunwind"}))
+        if a.baseline:
+            configs.append((f"before: {backend}", backend, os.path.join(a.baseline, "bin", "gpumemtrace"), {}))
+    args = [str(a.blocks), str(a.pairs), str(a.depth)]
+    results = {label: [] for label, *_ in configs}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.rounds):
+            for i, (label, backend, cli, env) in enumerate(configs):
+                results[label].append(run(cli, bench, backend, os.path.join(tmp, f"r{r}-{i}.db"), args, env))
+    cases = list(results[configs[0][0]][0])
+    print(f"pairs_ab: {a.blocks} blocks per case (ABBA), {a.pairs} pairs per block (cudaMalloc: a quarter), "
+          f"call site {a.depth} frames below main, {a.rounds} round(s); cells: on/off ratio, median over the "
+          f"block pairs (middle half), on-block ns per pair")
+    print("| case | " + " | ".join(label for label, *_ in configs) + " |")
+    print("|---" * (len(configs) + 1) + "|")
+    for case in cases:
+        cells = []
+        for label, *_ in configs:
+            runs = [res[case] for res in results[label]]
+            ratio = statistics.median(x[2] for x in runs)
+            low = statistics.median(x[3] for x in runs)
+            high = statistics.median(x[4] for x in runs)
+            on_ns = statistics.median(x[0] for x in runs)
+            cells.append(f"{ratio:.3f}x ({low:.3f}-{high:.3f}), {on_ns:.0f} ns")
+        print(f"| {case} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
