@@ -8,7 +8,7 @@ stack walk before recorder/fast_unwind.h). Needs a GPU.
 "Off" still runs the hooks' pass-through (and CUPTI's dispatch under cupti): the ratio is what recording adds.
 bench/overhead.py gives the cross-process ratios to raw (much noisier on the GPU machines).
 
-Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--backends cupti,hooks,runtime]
+Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--no-stacks] [--backends cupti,hooks,runtime]
                          [--blocks N] [--pairs N] [--depth D] [--rounds R]
 """
 import argparse
@@ -22,9 +22,9 @@ import tempfile
 LINE = re.compile(r"^(.*): on ([0-9.]+) ns, off ([0-9.]+) ns, ratio ([0-9.]+) \(.*middle half ([0-9.]+)-([0-9.]+);")
 
 
-def run(cli, bench, backend, trace, args, env_extra):
+def run(cli, bench, backend, trace, args, env_extra, options):
     env = dict(os.environ, **env_extra)
-    command = [cli, "run", "-q", "--no-symbolize", "--backend", backend, "-o", trace, "--", bench, *args]
+    command = [cli, "run", "-q", "--no-symbolize", "--backend", backend, *options, "-o", trace, "--", bench, *args]
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         sys.exit(f"pairs_ab.py: {' '.join(command)} failed ({result.returncode}):\n{result.stderr[-2000:]}")
@@ -43,6 +43,7 @@ def main():
     parser.add_argument("build")
     parser.add_argument("--baseline")
     parser.add_argument("--libunwind", action="store_true")
+    parser.add_argument("--no-stacks", action="store_true", help="also each backend with --no-stacks")
     parser.add_argument("--backends", default="cupti,hooks,runtime")
     parser.add_argument("--blocks", type=int, default=40)
     parser.add_argument("--pairs", type=int, default=2000)
@@ -50,20 +51,23 @@ def main():
     parser.add_argument("--rounds", type=int, default=1)
     a = parser.parse_args()
     bench = os.path.join(a.build, "bench", "pairs_ab")
-    configs = []  # (label, cli, env)
+    configs = []  # (label, backend, cli, env, options)
+    cli = os.path.join(a.build, "bin", "gpumemtrace")
     for backend in a.backends.split(","):
-        configs.append((backend, backend, os.path.join(a.build, "bin", "gpumemtrace"), {}))
+        configs.append((backend, backend, cli, {}, []))
+        if a.no_stacks:
+            configs.append((f"{backend}, no stacks", backend, cli, {}, ["--no-stacks"]))
         if a.libunwind:
-            configs.append((f"{backend}, libunwind", backend, os.path.join(a.build, "bin", "gpumemtrace"),
-                            {"GMT_UNWIND": "libunwind"}))
+            configs.append((f"{backend}, libunwind", backend, cli, {"GMT_UNWIND": "libunwind"}, []))
         if a.baseline:
-            configs.append((f"before: {backend}", backend, os.path.join(a.baseline, "bin", "gpumemtrace"), {}))
+            configs.append((f"before: {backend}", backend, os.path.join(a.baseline, "bin", "gpumemtrace"), {}, []))
     args = [str(a.blocks), str(a.pairs), str(a.depth)]
     results = {label: [] for label, *_ in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
-            for i, (label, backend, cli, env) in enumerate(configs):
-                results[label].append(run(cli, bench, backend, os.path.join(tmp, f"r{r}-{i}.db"), args, env))
+            for i, (label, backend, profiler, env, options) in enumerate(configs):
+                trace = os.path.join(tmp, f"r{r}-{i}.db")
+                results[label].append(run(profiler, bench, backend, trace, args, env, options))
     cases = list(results[configs[0][0]][0])
     print(f"pairs_ab: {a.blocks} blocks per case (ABBA), {a.pairs} pairs per block (cudaMalloc: a quarter), "
           f"call site {a.depth} frames below main, {a.rounds} round(s); cells: on/off ratio, median over the "
