@@ -60,7 +60,7 @@ void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64
   }
   record(e, /*take_stack=*/true);
   if (call.result == 0 && (is_stream_ordered(call.driver_api) || is_stream_ordered(e.api))) {
-    sample_pool(pool, call.device, /*force=*/false);
+    sample_pool(pool, call.device, /*force=*/false, e.time_ns);  // the allocation's time: no second clock read
   }
 }
 

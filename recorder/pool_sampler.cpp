@@ -39,8 +39,8 @@ thread_local uint64_t t_last_sample_ns __attribute__((tls_model("initial-exec"))
 
 }  // namespace
 
-void sample_pool(uint64_t pool, int16_t device, bool force) {
-  uint64_t now = now_ns();
+void sample_pool(uint64_t pool, int16_t device, bool force, uint64_t now) {
+  if (now == 0) now = now_ns();
   if (!force && now - t_last_sample_ns < kMinSampleIntervalNs) return;
   const DriverFunctions& f = driver();
   if (!f.pool_get_attribute) return;

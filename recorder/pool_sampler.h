@@ -10,7 +10,8 @@
 namespace gmt::recorder {
 
 // `pool` 0 means the device's current pool (cudaMallocAsync / cuMemAllocAsync / their frees).
-// Call inside an active HookScope, after the call that changed the pool returned.
-void sample_pool(uint64_t pool, int16_t device, bool force);
+// Call inside an active HookScope, after the call that changed the pool returned. `now`: the time of the event
+// that triggers the sample (a clock read costs ~30 ns on the GPU machines, bench/query_cost); 0 reads the clock.
+void sample_pool(uint64_t pool, int16_t device, bool force, uint64_t now = 0);
 
 }  // namespace gmt::recorder
