@@ -499,6 +499,7 @@ constexpr int kMemoFrames = 80;
 struct ThreadWalk {
   uintptr_t stack_low = 0, stack_high = 0;
   uint64_t generation = 0;  // of the memo below; 0: empty
+  int previous_frames = -1;  // what the previous walk returned (-1: it gave up; its memo is partly new)
   uintptr_t memo_pc[kMemoFrames] = {};
   Rule memo_rule[kMemoFrames] = {};
 };
@@ -545,7 +546,9 @@ ThreadWalk* this_thread_walk() {
 
 // Reads raw stack words of other frames, as libunwind does: not instrumented by ASan (a return-address slot is
 // never poisoned, but the reads say nothing about the app's memory safety).
-__attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames) {
+__attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames,
+                                                                      bool* same_as_previous) {
+  if (same_as_previous) *same_as_previous = false;
   const uint64_t generation = g_generation.load(std::memory_order_acquire);
   if (generation >= 0xffff) return -1;  // the generation would wrap into old keys: libunwind from now on
   ThreadWalk* walk = this_thread_walk();
@@ -558,7 +561,14 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
   if (walk->generation != generation) {
     std::memset(walk->memo_pc, 0, sizeof(walk->memo_pc));
     walk->generation = generation;
+    walk->previous_frames = -1;
   }
+  bool all_in_memo = true;  // every frame's address equal to the previous walk's at the same depth
+  auto finish = [&](int result) {
+    if (same_as_previous) *same_as_previous = result >= 0 && all_in_memo && result == walk->previous_frames;
+    walk->previous_frames = result;
+    return result;
+  };
   const uintptr_t ceiling = walk->stack_high;
   // Whether [address, address + 8) lies between the current frame's stack pointer and the top of the stack.
   auto readable = [floor = sp, span = ceiling - 8 - sp](uintptr_t address) { return address - floor <= span; };
@@ -568,6 +578,7 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
     if (depth < kMemoFrames && walk->memo_pc[depth] == lookup) {
       rule = walk->memo_rule[depth];
     } else {
+      all_in_memo = false;
       rule = table_rule_for(lookup, generation);
       if (depth < kMemoFrames) {
         walk->memo_pc[depth] = lookup;
@@ -582,25 +593,25 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
       cfa = bp + cfa_offset_of(rule);
     } else if (kind == CfaKind::DerefBp) {
       uintptr_t at = bp + cfa_offset_of(rule);
-      if (!readable(at)) return -1;
+      if (!readable(at)) return finish(-1);
       cfa = *reinterpret_cast<const uintptr_t*>(at);
     } else if (kind == CfaKind::EndOfStack) {
-      return n;
+      return finish(n);
     } else {
-      return -1;
+      return finish(-1);
     }
     // The caller's frame is above this one, and its return address (CFA - 8) inside the stack.
-    if (cfa - 8 - sp > ceiling - 8 - sp) return -1;
+    if (cfa - 8 - sp > ceiling - 8 - sp) return finish(-1);
     const BpKind bp_kind = bp_kind_of(rule);
     if (bp_kind != BpKind::Unchanged) {
       uintptr_t at = (bp_kind == BpKind::AtCfa ? cfa : bp) + bp_offset_of(rule);
-      if (!readable(at)) return -1;
+      if (!readable(at)) return finish(-1);
       bp = *reinterpret_cast<const uintptr_t*>(at);
     }
     pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
     sp = cfa;
-    if (pc == 0) return n;  // a zeroed return address ends the chain, as it does for libunwind
-    if (n == max_frames) return n;
+    if (pc == 0) return finish(n);  // a zeroed return address ends the chain, as it does for libunwind
+    if (n == max_frames) return finish(n);
     frames[n++] = reinterpret_cast<void*>(pc);
     lookup = pc - 1;
   }

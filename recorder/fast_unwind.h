@@ -24,7 +24,9 @@ namespace gmt::recorder {
 // many, or -1 when this
 // walker cannot do this stack exactly: the caller must take it with libunwind instead. Async-signal-unsafe
 // only on the first sight of a return address (it then reads the loader's module list).
-int fast_backtrace(void** frames, int max_frames);
+// `same_as_previous` (optional): set to whether this walk found exactly the return addresses of this thread's
+// previous walk, frame for frame (a thread allocating in a loop walks the same stack again and again).
+int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullptr);
 
 // Whether the walker can run on this platform at all (x86-64 Linux); if not, fast_backtrace returns -1.
 constexpr bool fast_backtrace_supported() {

@@ -101,6 +101,10 @@ std::atomic<uint64_t> g_libunwind_walks{0};
 std::atomic<uint64_t> g_checked_walks{0};
 std::atomic<uint64_t> g_walk_mismatches{0};
 
+// This thread's walks, numbered, and the skipped ranges its last walk was cut by (RawStack::walk).
+thread_local uint64_t t_walks __attribute__((tls_model("initial-exec"))) = 0;
+thread_local int t_skipped_ranges_at_last_walk __attribute__((tls_model("initial-exec"))) = -1;
+
 int first_frame_outside_skipped_code(void* const* frames, int n) {
   int first = 0;
   while (first < n && in_skipped_code(reinterpret_cast<uintptr_t>(frames[first]))) ++first;
@@ -134,10 +138,12 @@ int walk_both_and_compare(void** frames) {
   return n;
 }
 
-int walk_stack(void** frames) {
+// `same_as_previous`: the fast walker found exactly the return addresses of this thread's previous walk.
+int walk_stack(void** frames, bool& same_as_previous) {
+  same_as_previous = false;
   switch (settings().unwind) {
     case UnwindMode::Fast: {
-      int n = fast_backtrace(frames, kWalkFrames);
+      int n = fast_backtrace(frames, kWalkFrames, &same_as_previous);
       if (n >= 0) return n;
       break;
     }
@@ -157,12 +163,22 @@ StackWalkCounts stack_walk_counts() {
 
 void capture_stack(RawStack& stack) {
   void* frames[kWalkFrames];
-  int n = walk_stack(frames);
+  bool same_pcs = false;
+  int n = walk_stack(frames, same_pcs);
+  // The cut depends on the skipped ranges too, which grow when a CUDA library is registered later.
+  const int skipped = g_skipped_count.load(std::memory_order_acquire);
+  const bool same_cut = skipped == t_skipped_ranges_at_last_walk;
+  t_skipped_ranges_at_last_walk = skipped;
+  const uint64_t walk = ++t_walks;
+  stack.walk = 0;
+  stack.repeats_previous_walk = false;
   int first = first_frame_outside_skipped_code(frames, n);
   stack.depth = merge_python_frames(frames + first, n - first, stack.pcs, kMaxStackDepth);
   if (stack.depth >= 0) return;  // a thread running Python: its eval-loop frames became Python frames
   stack.depth = std::min(n - first, kMaxStackDepth);
   for (int i = 0; i < stack.depth; ++i) stack.pcs[i] = reinterpret_cast<uintptr_t>(frames[first + i]);
+  stack.walk = walk;
+  stack.repeats_previous_walk = same_pcs && same_cut;
 }
 
 void skip_cuda_library_frames() {

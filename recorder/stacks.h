@@ -14,6 +14,12 @@ inline constexpr int kMaxStackDepth = 64;
 struct RawStack {
   uintptr_t pcs[kMaxStackDepth];
   int depth = 0;
+  // Set by capture_stack for a native stack (0 and false otherwise: Python frames merged in, or not captured
+  // here): this thread's walk number, and whether the stack is exactly that of the thread's previous walk (the
+  // same return addresses, cut the same way). record() then reuses the previous walk's stack id without
+  // hashing and comparing the stack again.
+  uint64_t walk = 0;
+  bool repeats_previous_walk = false;
 };
 
 // Fills `stack` with the return addresses of the current thread, innermost first, starting at the first

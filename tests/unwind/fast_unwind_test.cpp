@@ -22,6 +22,8 @@ using gmt::recorder::fast_backtrace;
 constexpr int kFrames = 72;
 using Walker = int (*)(void**, int);
 
+int fast_walk(void** frames, int max_frames) { return fast_backtrace(frames, max_frames); }
+
 __attribute__((noinline)) int walk_from_here(Walker walker, void** frames) {
   int n = walker(frames, kFrames);
   asm volatile("" ::: "memory");  // keeps the call from becoming a tail call
@@ -35,7 +37,7 @@ struct Comparison {
 
 __attribute__((noinline)) Comparison walk_both() {
   void* frames[2][kFrames];
-  const Walker walkers[2] = {fast_backtrace, unw_backtrace};
+  const Walker walkers[2] = {fast_walk, unw_backtrace};
   int found[2];
   // One call site for both (the index is opaque to the compiler, so the loop is not unrolled into two), so
   // that every return address above it is the same.
@@ -228,6 +230,44 @@ TEST(FastUnwindTest, ForgettingRulesChangesNothingForLiveCode) {
   // The same chain below the two lambdas (whose call sites differ).
   ASSERT_GE(before[0].fast.size(), 28u);
   EXPECT_TRUE(std::equal(before[0].fast.begin(), before[0].fast.begin() + 28, after[0].fast.begin()));
+}
+
+// Whether a walk found exactly the previous walk's frames: true only for the same place reached the same way.
+__attribute__((noinline)) bool walk_and_compare_with_previous() {
+  void* frames[kFrames];
+  bool same = false;
+  EXPECT_GT(fast_backtrace(frames, kFrames, &same), 0);
+  asm volatile("" ::: "memory");
+  return same;
+}
+__attribute__((noinline)) bool via_a(int depth) {
+  bool same = depth == 0 ? walk_and_compare_with_previous() : via_a(depth - 1);
+  asm volatile("" ::: "memory");
+  return same;
+}
+__attribute__((noinline)) bool via_b(int depth) {
+  bool same = depth == 0 ? walk_and_compare_with_previous() : via_b(depth - 1);
+  asm volatile("" ::: "memory");
+  return same;
+}
+
+TEST(FastUnwindTest, AWalkKnowsWhetherItRepeatsThePreviousOne) {
+  bool results[8];
+  for (int i = 0; i < 2; ++i) {
+    asm volatile("" : "+r"(i));
+    results[i] = via_a(5);  // one call site, the loop not unrolled: the second walk repeats the first
+  }
+  EXPECT_TRUE(results[1]);
+  EXPECT_FALSE(via_b(5)) << "another caller at the same depth";
+  EXPECT_FALSE(via_b(6)) << "one frame more";
+  EXPECT_FALSE(via_b(5)) << "one frame fewer than the previous walk";
+  for (int i = 2; i < 4; ++i) {
+    asm volatile("" : "+r"(i));
+    results[i] = via_b(5);
+  }
+  EXPECT_TRUE(results[3]);
+  gmt::recorder::forget_unwind_rules();
+  EXPECT_FALSE(via_b(5)) << "after forget_unwind_rules nothing is known to repeat";
 }
 
 // A signal frame (__restore_rt) is beyond the walker: it must give up, never return a wrong stack.
