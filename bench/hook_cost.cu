@@ -12,14 +12,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    cudaError_t err = (call);                                                              \
-    if (err != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err));             \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "cuda_check.h"
 
 namespace {
 

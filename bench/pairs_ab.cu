@@ -22,14 +22,7 @@
 #include <functional>
 #include <vector>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    cudaError_t err = (call);                                                              \
-    if (err != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err));             \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "cuda_check.h"
 
 namespace {
 
