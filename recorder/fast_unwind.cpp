@@ -309,11 +309,13 @@ bool run_cfa_program(Reader r, const Cie& cie, uint64_t location, uint64_t targe
         state.cfa_register = static_cast<unsigned>(r.uleb());
         if (state.cfa == CfaKind::DerefBp) state.cfa = CfaKind::Unsupported;  // undefined by DWARF
         break;
-      case 0x0e:  // DW_CFA_def_cfa_offset
+      case 0x0e:  // DW_CFA_def_cfa_offset (only meaningful after a register rule, DWARF 5 6.4.2.2)
         state.cfa_offset = static_cast<int64_t>(r.uleb());
+        if (state.cfa == CfaKind::DerefBp) state.cfa = CfaKind::Unsupported;
         break;
       case 0x13:  // DW_CFA_def_cfa_offset_sf
         state.cfa_offset = r.sleb() * cie.data_align;
+        if (state.cfa == CfaKind::DerefBp) state.cfa = CfaKind::Unsupported;
         break;
       case 0x0f: {  // DW_CFA_def_cfa_expression
         int64_t offset = 0;

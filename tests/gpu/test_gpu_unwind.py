@@ -85,16 +85,22 @@ class FastWalkAgreesWithLibunwindTest(TraceDirTestCase):
         script = self.path("train.py")
         with open(script, "w") as f:
             f.write(TRAINING)
-        for backend in ("cupti", "hooks"):
-            with self.subTest(backend=backend):
-                trace = self.path(f"torch-{backend}.db")
+        # Once with PyTorch's caching allocator and once without it (every tensor a cudaMalloc from deep in
+        # libtorch and the interpreter: hundreds of walks instead of a few segments).
+        for backend, caching in (("cupti", True), ("hooks", True), ("cupti", False), ("hooks", False)):
+            with self.subTest(backend=backend, caching=caching):
+                trace = self.path(f"torch-{backend}-{caching}.db")
                 env = dict(os.environ, **CHECK)
+                if not caching:
+                    env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
                 result = subprocess.run([CLI, "run", "-q", "--backend", backend, "-o", trace, "--", PYTHON, script],
                                         capture_output=True, text=True, timeout=600, env=env)
                 self.assertEqual(result.returncode, 0, result.stderr[-3000:])
                 self.assertIn("done", result.stdout)
                 self.assertNotIn("differs from libunwind", result.stderr)
-                self.check_trace(trace, f"pytorch {backend}")
+                checked, _ = self.check_trace(trace, f"pytorch {backend}{'' if caching else ', no caching'}")
+                if not caching:
+                    self.assertGreater(checked, 100, "without the caching allocator every tensor is walked")
 
 
 if __name__ == "__main__":
