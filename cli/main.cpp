@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
         break;
       }
       if (arg.empty() || arg[0] != '-') break;  // the app's name: CLI11's prefix_command takes it from here
-      if (arg == "-o" || arg == "--output" || arg == "--backend" || arg == "--nvtx-peak-step") {
+      if (arg == "-o" || arg == "--output" || arg == "--backend" || arg == "--unwind" || arg == "--nvtx-peak-step") {
         ++i;  // run options that take a value
       }
     }

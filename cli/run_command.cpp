@@ -34,6 +34,7 @@ struct RunOptions {
   std::string backend = "auto";
   bool no_stacks = false;
   bool free_stacks = false;
+  std::string unwind;  // empty: the library's default (fast)
   bool python_hooks = true;
   bool torch_blocks = false;
   bool no_symbolize = false;
@@ -232,6 +233,7 @@ int run(const RunOptions& options) {
                       {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
                       {"GMT_FREE_STACKS", options.free_stacks ? "1" : "0"},
                       {"GMT_SIMULATED", options.simulate ? "1" : "0"}};
+  if (!options.unwind.empty()) spec.environment.emplace_back("GMT_UNWIND", options.unwind);
   if (backend != schema::backend_names::kRuntime) {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
     // Another tool's injection (Nsight, compute-sanitizer) is left in place; the hooks start CUPTI then.
@@ -326,6 +328,13 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("--free-stacks", options->free_stacks,
                 "Take call stacks for frees too (for your own SQL: the report attributes memory to the allocating "
                 "stack, so by default frees take none, which halves the cost of stacks)");
+  run->add_option("--unwind", options->unwind,
+                  "How call stacks are walked: fast (the default: each return address's unwind rule, read once from "
+                  ".eh_frame; libunwind where it cannot), libunwind (libunwind only: slower; if a stack ever looks "
+                  "wrong, compare), check (both on every stack, disagreements counted in the trace's meta "
+                  "stack_walk_mismatches and the first one printed; slow, for verification)")
+      ->check(CLI::IsMember({"fast", "libunwind", "check"}))
+      ->option_text("MODE");
   run->add_flag("!--no-python-hooks", options->python_hooks,
                 "Do not start the in-process Python hooks (PyTorch/CuPy/JAX allocator statistics); PYTHONPATH is "
                 "then left as it is. Python frames in stacks are separate: GMT_NO_PYTHON_FRAMES=1");

@@ -87,9 +87,19 @@ class StackShapesTest(TraceDirTestCase):
         self.assertEqual(self.meta["stack_walk_mismatches"], "0")
         self.assertEqual(self.meta["stack_walks_libunwind"], "0")
 
+    def test_the_run_option_chooses_the_walk(self):
+        truth, _ = self.profile("--unwind", "check")
+        self.assertEqual(self.meta["stack_walk_mismatches"], "0")
+        self.assertGreaterEqual(int(self.meta["stack_walks_checked"]), truth["leaked_allocations"])
+        result = run_cli("run", "--simulate", "--unwind", "fastest", "-o", self.path("bad.db"), "--",
+                         sample("stack_shapes"), PLUGIN, "1")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("--unwind", result.stderr)
+        self.assertFalse(os.path.exists(self.path("bad.db")))
+
     def test_libunwind_alone_gives_the_same_stacks(self):
         _, fast = self.profile()
-        _, slow = self.profile(env={"GMT_UNWIND": "libunwind"}, name="libunwind.db")
+        _, slow = self.profile("--unwind", "libunwind", name="libunwind.db")
         self.assertGreater(int(self.meta["stack_walks_libunwind"]), 0)
         def frames(report):  # all but the addresses, which differ between two runs (ASLR)
             return [[{k: v for k, v in frame.items() if k != "pc"} for frame in leak["stack"]]
