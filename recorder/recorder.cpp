@@ -422,15 +422,6 @@ void create_recorder() {
   if (!g_recorder) g_recorder = new Recorder;
 }
 
-// The stack id of this thread's last recorded native stack, by walk number (RawStack::walk); `table`: a forked
-// child's fresh recorder has another table, where the id means nothing.
-struct LastStack {
-  uint64_t walk = 0;
-  const StackTable* table = nullptr;
-  uint32_t id = 0;
-};
-thread_local LastStack t_last_stack __attribute__((tls_model("initial-exec")));
-
 void record(EventRecord& event, bool take_stack) {
   if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();  // a hook before our constructor
   Recorder& r = *g_recorder;
@@ -458,20 +449,9 @@ void record(EventRecord& event, bool take_stack) {
     }
   }
 
-  // The stack of this thread's previous event again (the same capture, or a walk that found the same frames):
-  // its id without hashing. Else a stack this thread recorded before is found in its own cache, outside the
-  // lock (stacks.h).
+  // A stack this thread recorded before is found in its own cache, outside the lock (stacks.h).
   uint64_t hash = 0;
-  if (stack && stack->depth > 0) {
-    const LastStack& last = t_last_stack;
-    if (stack->walk != 0 && last.table == &r.stacks &&
-        (last.walk == stack->walk || (stack->repeats_previous_walk && last.walk + 1 == stack->walk))) {
-      event.stack_id = last.id;
-    } else {
-      hash = stack_hash(*stack);
-      event.stack_id = cached_stack_id(r.stacks, *stack, hash);
-    }
-  }
+  if (stack) event.stack_id = cached_stack_id(r.stacks, *stack, hash);
 
   yield_to_fork(r);
   std::unique_lock lock(r.mutex);
@@ -487,7 +467,6 @@ void record(EventRecord& event, bool take_stack) {
     event.stack_id = interned.id;
     remember_stack_id(r.stacks, *stack, hash, interned);
   }
-  if (stack && stack->walk != 0 && event.stack_id != 0) t_last_stack = LastStack{stack->walk, &r.stacks, event.stack_id};
   append_locked(r, lock, event);
 }
 

@@ -254,6 +254,14 @@ struct StackCache {
   StackCacheEntry entries[kStackCacheEntries];
 };
 
+// The stack id of this thread's last recorded native stack, by walk number (RawStack::walk).
+struct LastStack {
+  uint64_t walk = 0;
+  const StackTable* table = nullptr;
+  uint32_t id = 0;
+};
+thread_local LastStack t_last_stack __attribute__((tls_model("initial-exec")));
+
 // Allocated on the thread's first stack, freed at its exit (pthread key destructor). A pointer in
 // initial-exec TLS: no allocation, no lock to read it.
 thread_local StackCache* t_stack_cache __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -283,18 +291,29 @@ StackCache* stack_cache_of_this_thread() {
 
 }  // namespace
 
-uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash) {
+uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash) {
+  hash = 0;
+  if (stack.depth <= 0) return 0;
+  LastStack& last = t_last_stack;
+  if (stack.walk != 0 && last.table == &table &&
+      (last.walk == stack.walk || (stack.repeats_previous_walk && last.walk + 1 == stack.walk))) {
+    last.walk = stack.walk;
+    return last.id;
+  }
+  hash = stack_hash(stack);
   const StackCache* cache = t_stack_cache;
-  if (!cache || stack.depth <= 0) return 0;
+  if (!cache) return 0;
   const StackCacheEntry& e = cache->entries[hash % kStackCacheEntries];
   if (e.table != &table || e.hash != hash || e.depth != static_cast<uint32_t>(stack.depth)) return 0;
   if (std::memcmp(e.pcs, stack.pcs, e.depth * sizeof(uintptr_t)) != 0) return 0;
+  if (stack.walk != 0) last = LastStack{stack.walk, &table, e.id};
   return e.id;
 }
 
 void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash,
                        StackTable::Interned interned) {
   if (interned.id == 0) return;
+  if (stack.walk != 0) t_last_stack = LastStack{stack.walk, &table, interned.id};
   StackCache* cache = stack_cache_of_this_thread();
   if (!cache) return;
   cache->entries[hash % kStackCacheEntries] =

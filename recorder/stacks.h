@@ -70,11 +70,13 @@ class StackTable {
   std::vector<NewStack> new_stacks_;
 };
 
-// A per-thread memo in front of a StackTable, so that a stack this thread recorded before costs its hash and
-// one compare of its PCs, without the recorder's lock. Exact: a hit compares every PC and the depth against
-// the table's copy, so it returns what intern() would; entries of another table (a forked child's fresh
-// recorder) never match. Direct-mapped: a colliding stack replaces the entry.
-uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash);
+// A per-thread memo in front of a StackTable, so that a stack this thread recorded before is found without the
+// recorder's lock. The stack of this thread's previous event again (the same capture, or a walk that found the
+// same frames: RawStack::walk) costs nothing; another costs its hash (left in `hash` for intern()) and one
+// compare of its PCs. Exact: a hit compares every PC and the depth against the table's copy, so it returns
+// what intern() would; entries of another table (a forked child's fresh recorder) never match. Direct-mapped:
+// a colliding stack replaces the entry. 0: not known, intern it.
+uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash);
 void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash,
                        StackTable::Interned interned);
 
