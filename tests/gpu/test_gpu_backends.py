@@ -13,7 +13,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
 from gmt_e2e import (CLI, TraceDirTestCase, find_leak, marker_line, parse_truth, report_json,  # noqa: E402
                      run_cli, sample)
-from test_gpu_samples import SKIP, have_gpu, sanitizer_leaks  # noqa: E402
+from test_gpu_samples import SKIP, have_gpu, sanitizer_leaks, have_torch_cuda  # noqa: E402
 
 BACKENDS = ("cupti", "hooks")
 SOURCE_OF = {"cupti": 2, "hooks": 3}  # schema Source codes
@@ -224,8 +224,7 @@ class PyTorchTest(TraceDirTestCase):
     figures = []
 
     def run_torch(self, config):
-        if subprocess.run([PYTHON, "-c", "import torch; assert torch.cuda.is_available()"],
-                          capture_output=True).returncode != 0:
+        if not have_torch_cuda(PYTHON):
             self.skipTest("no PyTorch with CUDA here")
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)

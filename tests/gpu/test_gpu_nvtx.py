@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "nvtx"))
 from gmt_e2e import CLI, TraceDirTestCase, marker_line, parse_truth, report_json, run_cli, sample  # noqa: E402
 from nvtx_support import EXPECTED_MARKS, EXPECTED_RANGES, NVTX_SAMPLE, read_marks, read_ranges  # noqa: E402
-from test_gpu_samples import SKIP, have_gpu  # noqa: E402
+from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 
@@ -104,8 +104,7 @@ class GpuNvtxTest(TraceDirTestCase):
               "'steady step' has no finding")
 
     def test_torch_nvtx_ranges(self):
-        if subprocess.run([PYTHON, "-c", "import torch; assert torch.cuda.is_available()"],
-                          capture_output=True).returncode != 0:
+        if not have_torch_cuda(PYTHON):
             self.skipTest("no PyTorch with CUDA here")
         script = self.path("torch_nvtx.py")
         with open(script, "w") as f:
@@ -125,8 +124,7 @@ class GpuNvtxTest(TraceDirTestCase):
         print("FIGURE torch.cuda.nvtx: 5 'train step' ranges and 1 mark captured")
 
     def test_torch_memory_per_range(self):
-        if subprocess.run([PYTHON, "-c", "import torch; assert torch.cuda.is_available()"],
-                          capture_output=True).returncode != 0:
+        if not have_torch_cuda(PYTHON):
             self.skipTest("no PyTorch with CUDA here")
         script = self.path("torch_ranges.py")
         with open(script, "w") as f:

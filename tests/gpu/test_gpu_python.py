@@ -12,7 +12,7 @@ import unittest
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from gmt_e2e import CLI, TraceDirTestCase, report_json  # noqa: E402
-from test_gpu_samples import SKIP, have_gpu  # noqa: E402
+from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 STEPS = 300
@@ -64,8 +64,7 @@ def python_frames(stack):
 class GpuPythonFramesTest(TraceDirTestCase):
     def setUp(self):
         super().setUp()
-        if subprocess.run([PYTHON, "-c", "import torch; assert torch.cuda.is_available()"],
-                          capture_output=True).returncode != 0:
+        if not have_torch_cuda(PYTHON):
             self.skipTest("no PyTorch with CUDA here")
         self.script = self.path("train.py")
         with open(self.script, "w") as f:

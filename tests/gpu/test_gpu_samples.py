@@ -25,6 +25,12 @@ def have_gpu():
     return subprocess.run([smi, "-L"], capture_output=True).returncode == 0
 
 
+def have_torch_cuda(python):
+    """Whether `python` imports a PyTorch that sees a CUDA device (the PyTorch cases skip without one)."""
+    return subprocess.run([python, "-c", "import torch; assert torch.cuda.is_available()"],
+                          capture_output=True).returncode == 0
+
+
 def sanitizer_leaks(command):
     """(bytes, allocations) from compute-sanitizer --leak-check full, or None when it is not installed."""
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"

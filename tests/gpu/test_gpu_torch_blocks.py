@@ -13,17 +13,13 @@ import unittest
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from gmt_e2e import CLI, SOURCE, TraceDirTestCase, marker_line, report_json  # noqa: E402
-from test_gpu_samples import SKIP, have_gpu  # noqa: E402
+from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 SAMPLE = os.path.join(SOURCE, "samples", "torch_training_leak.py")
 IMPORT_AUDIT = os.path.join(HERE, "import_audit.py")
 STEPS = 200
 
-
-def have_torch_cuda():
-    return subprocess.run([PYTHON, "-c", "import torch; assert torch.cuda.is_available()"],
-                          capture_output=True).returncode == 0
 
 
 class GpuTorchBlocksTest(TraceDirTestCase):
@@ -103,7 +99,7 @@ if __name__ == "__main__":
     if not have_gpu():
         print("SKIP: no NVIDIA GPU here (nvidia-smi -L failed); runs on the H200 via scripts/gpu-suite.sh")
         sys.exit(SKIP)
-    if not have_torch_cuda():
+    if not have_torch_cuda(PYTHON):
         print("SKIP: no PyTorch with CUDA here")
         sys.exit(SKIP)
     unittest.main(verbosity=2)

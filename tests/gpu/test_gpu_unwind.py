@@ -13,7 +13,7 @@ import unittest
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from gmt_e2e import CLI, SAMPLES, TraceDirTestCase, parse_truth, run_cli, sample  # noqa: E402
-from test_gpu_samples import SKIP, have_gpu  # noqa: E402
+from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
 
 BACKENDS = ("runtime", "cupti", "hooks")
 PLUGIN = os.path.join(SAMPLES, "libstack_shapes_plugin.so")
@@ -79,8 +79,7 @@ class FastWalkAgreesWithLibunwindTest(TraceDirTestCase):
                     self.assertEqual(fallback, 0, f"{name} {backend}")
 
     def test_pytorch_training_under_cupti_and_hooks(self):
-        if subprocess.run([PYTHON, "-c", "import torch; assert torch.cuda.is_available()"],
-                          capture_output=True).returncode != 0:
+        if not have_torch_cuda(PYTHON):
             self.skipTest("no PyTorch with CUDA here")
         script = self.path("train.py")
         with open(script, "w") as f:
