@@ -59,12 +59,34 @@ Rule table_rule_for(uintptr_t pc, uint64_t generation) {
 // places, so the frame at depth i usually has the same address as last time: its rule is then at hand
 // without hashing, and the walk's chain of dependent loads is the stack itself, as in a frame-pointer walk.
 constexpr int kMemoFrames = 80;
+
+// The previous walk, kept so that the next one can be answered without walking (replay_previous_walk). A walk
+// is a function of where it starts (this function's own pc, the stack pointer, and rbp while no frame has
+// reloaded it), the rules (fixed within a generation) and the stack words it reads. When the next walk starts
+// at the same stack pointer and every word the previous one read still holds the value it read, the walk
+// would read the same words in the same order and return the same frames: checking that takes independent
+// loads, where walking takes a chain of dependent ones, frame by frame.
+constexpr int kMaxReplayReads = 2 * kMemoFrames;
+struct Replay {
+  bool valid = false;
+  bool uses_entry_bp = false;  // some frame's rule read rbp before any frame reloaded it
+  int max_frames = 0;
+  int frames = 0;
+  int reads = 0;
+  uintptr_t entry_sp = 0, entry_bp = 0;
+  const uintptr_t* read_at[kMaxReplayReads];
+  uintptr_t read_value[kMaxReplayReads];
+  void* result[kMemoFrames];
+};
+
 struct ThreadWalk {
   uintptr_t stack_low = 0, stack_high = 0;
   uint64_t generation = 0;  // of the memo below; 0: empty
   int previous_frames = -1;  // what the previous walk returned (-1: it gave up; its memo is partly new)
+  bool walking = false;  // a walk is in progress (a signal handler's walk nested in it is left to libunwind)
   uintptr_t memo_pc[kMemoFrames] = {};
   Rule memo_rule[kMemoFrames] = {};
+  Replay replay;
 };
 
 thread_local ThreadWalk* t_walk __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -105,6 +127,18 @@ ThreadWalk* this_thread_walk() {
   return t_walk = walk;
 }
 
+// Whether the previous walk's answer is this walk's too (see Replay), checked without branching per word: the
+// loads are independent of each other. Reads only words the previous walk read, which lay between its stack
+// pointer (the same as now) and the top of the stack.
+__attribute__((no_sanitize("address"))) bool replay_matches(const Replay& replay, uintptr_t sp, uintptr_t bp,
+                                                           int max_frames) {
+  if (!replay.valid || replay.entry_sp != sp || replay.max_frames != max_frames) return false;
+  if (replay.uses_entry_bp && replay.entry_bp != bp) return false;
+  uintptr_t differ = 0;
+  for (int i = 0; i < replay.reads; ++i) differ |= *replay.read_at[i] ^ replay.read_value[i];
+  return differ == 0;
+}
+
 }  // namespace
 
 // Reads raw stack words of other frames, as libunwind does: not instrumented by ASan (a return-address slot is
@@ -115,7 +149,7 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
   const uint64_t generation = g_generation.load(std::memory_order_acquire);
   if (generation >= 0xffff) return -1;  // the generation would wrap into old keys: libunwind from now on
   ThreadWalk* walk = this_thread_walk();
-  if (!walk) return -1;
+  if (!walk || walk->walking) return -1;
   uintptr_t pc, sp, bp;
   // This function's own state at the next instruction: the walk starts here, with the rule of this exact
   // address; its own frame is not reported (unw_backtrace does not report its own either).
@@ -125,11 +159,45 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
     std::memset(walk->memo_pc, 0, sizeof(walk->memo_pc));
     walk->generation = generation;
     walk->previous_frames = -1;
+    walk->replay.valid = false;
   }
+  walk->walking = true;  // from here to every return
+  Replay& replay = walk->replay;
+  if (replay_matches(replay, sp, bp, max_frames)) {
+    std::memcpy(frames, replay.result, sizeof(void*) * static_cast<size_t>(replay.frames));
+    if (same_as_previous) *same_as_previous = replay.frames == walk->previous_frames;
+    walk->previous_frames = replay.frames;
+    walk->walking = false;
+    return replay.frames;
+  }
+  replay.valid = false;
+  replay.entry_sp = sp;
+  replay.entry_bp = bp;
+  replay.uses_entry_bp = false;
+  replay.max_frames = max_frames;
+  int reads = 0;
+  bool bp_is_entry_bp = true;
+  // Every stack word the walk reads goes through here (the loads stay in this function: it is the one not
+  // instrumented by ASan).
+  auto note_read = [&](uintptr_t at, uintptr_t value) {
+    if (reads < kMaxReplayReads) {
+      replay.read_at[reads] = reinterpret_cast<const uintptr_t*>(at);
+      replay.read_value[reads] = value;
+    }
+    ++reads;
+    return value;
+  };
   bool all_in_memo = true;  // every frame's address equal to the previous walk's at the same depth
   auto finish = [&](int result) {
     if (same_as_previous) *same_as_previous = result >= 0 && all_in_memo && result == walk->previous_frames;
     walk->previous_frames = result;
+    if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads) {
+      std::memcpy(replay.result, frames, sizeof(void*) * static_cast<size_t>(result));
+      replay.frames = result;
+      replay.reads = reads;
+      replay.valid = true;
+    }
+    walk->walking = false;
     return result;
   };
   const uintptr_t ceiling = walk->stack_high;
@@ -150,6 +218,10 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
     }
     uintptr_t cfa;
     const CfaKind kind = cfa_kind_of(rule);
+    const BpKind bp_kind = bp_kind_of(rule);
+    if (bp_is_entry_bp && (kind == CfaKind::BpPlus || kind == CfaKind::DerefBp || bp_kind == BpKind::AtBp)) {
+      replay.uses_entry_bp = true;
+    }
     if (kind == CfaKind::SpPlus) {
       cfa = sp + cfa_offset_of(rule);
     } else if (kind == CfaKind::BpPlus) {
@@ -158,6 +230,7 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
       uintptr_t at = bp + cfa_offset_of(rule);
       if (!readable(at)) return finish(-1);
       cfa = *reinterpret_cast<const uintptr_t*>(at);
+      note_read(at, cfa);
     } else if (kind == CfaKind::EndOfStack) {
       return finish(n);
     } else {
@@ -165,13 +238,15 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
     }
     // The caller's frame is above this one, and its return address (CFA - 8) inside the stack.
     if (cfa - 8 - sp > ceiling - 8 - sp) return finish(-1);
-    const BpKind bp_kind = bp_kind_of(rule);
     if (bp_kind != BpKind::Unchanged) {
       uintptr_t at = (bp_kind == BpKind::AtCfa ? cfa : bp) + bp_offset_of(rule);
       if (!readable(at)) return finish(-1);
       bp = *reinterpret_cast<const uintptr_t*>(at);
+      note_read(at, bp);
+      bp_is_entry_bp = false;
     }
     pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
+    note_read(cfa - 8, pc);
     sp = cfa;
     if (pc == 0) return finish(n);  // a zeroed return address ends the chain, as it does for libunwind
     if (n == max_frames) return finish(n);

@@ -270,6 +270,58 @@ TEST(FastUnwindTest, AWalkKnowsWhetherItRepeatsThePreviousOne) {
   EXPECT_FALSE(via_b(5)) << "after forget_unwind_rules nothing is known to repeat";
 }
 
+// Two callers of one chain whose frames have the same size: the walk starts at the same stack pointer and finds
+// the same return addresses for the first frames either way; only a word far up the stack differs. A walk
+// answered from the previous one (fast_unwind.cpp, Replay) must see that difference.
+__attribute__((noinline)) Comparison chain(int depth) {
+  Comparison c = depth == 0 ? walk_both() : chain(depth - 1);
+  asm volatile("" ::: "memory");
+  return c;
+}
+__attribute__((noinline)) Comparison caller_x(int depth) {
+  volatile long pad[4] = {1, 2, 3, 4};
+  Comparison c = chain(depth + static_cast<int>(pad[0] - 1));
+  asm volatile("" ::: "memory");
+  return c;
+}
+__attribute__((noinline)) Comparison caller_y(int depth) {
+  volatile long pad[4] = {4, 3, 2, 1};
+  Comparison c = chain(depth + static_cast<int>(pad[3] - 1));
+  asm volatile("" ::: "memory");
+  return c;
+}
+
+// One call site for both callers, so that everything above them is the same too.
+__attribute__((noinline)) Comparison through_caller(bool y) {
+  Comparison c = y ? caller_y(20) : caller_x(20);
+  asm volatile("" ::: "memory");
+  return c;
+}
+
+TEST(FastUnwindTest, AWalkAnsweredFromThePreviousOneSeesADifferenceFarUp) {
+  std::vector<void*> first_x, first_y;
+  for (int i = 0; i < 40; ++i) {
+    Comparison c = through_caller(i % 2 == 1);
+    ASSERT_FALSE(c.fast_refused);
+    ASSERT_EQ(c.fast, c.slow) << "walk " << i;
+    (i % 2 ? first_y : first_x) = c.fast;
+  }
+  // The premise: the two stacks differ only far from the walk's start.
+  ASSERT_EQ(first_x.size(), first_y.size());
+  size_t differ_at = 0;
+  while (differ_at < first_x.size() && first_x[differ_at] == first_y[differ_at]) ++differ_at;
+  EXPECT_GE(differ_at, 20u);
+  EXPECT_LT(differ_at, first_x.size());
+  // The same caller twice in a row: answered without walking, and still libunwind's stack; the same as in the
+  // loop up to through_caller's frame (its caller is this test's body, from another call site now).
+  for (int i = 0; i < 3; ++i) {
+    Comparison c = through_caller(true);
+    ASSERT_EQ(c.fast, c.slow);
+    ASSERT_GT(c.fast.size(), differ_at + 2);
+    EXPECT_TRUE(std::equal(first_y.begin(), first_y.begin() + static_cast<long>(differ_at) + 2, c.fast.begin()));
+  }
+}
+
 // A signal frame (__restore_rt) is beyond the walker: it must give up, never return a wrong stack.
 std::vector<Comparison>* g_in_handler = nullptr;
 void on_signal(int) { g_in_handler->push_back(walk_both()); }
