@@ -104,6 +104,8 @@ std::atomic<uint64_t> g_walk_mismatches{0};
 // This thread's walks, numbered, and the skipped ranges its last walk was cut by (RawStack::walk).
 thread_local uint64_t t_walks __attribute__((tls_model("initial-exec"))) = 0;
 thread_local int t_skipped_ranges_at_last_walk __attribute__((tls_model("initial-exec"))) = -1;
+// Where the previous walk's frames left our code and the CUDA libraries (-1: not known).
+thread_local int t_first_frame_at_last_walk __attribute__((tls_model("initial-exec"))) = -1;
 
 int first_frame_outside_skipped_code(void* const* frames, int n) {
   int first = 0;
@@ -172,11 +174,15 @@ void capture_stack(RawStack& stack) {
   const uint64_t walk = ++t_walks;
   stack.walk = 0;
   stack.repeats_previous_walk = false;
-  int first = first_frame_outside_skipped_code(frames, n);
+  // The same frames cut by the same ranges are cut at the same place.
+  int first = same_pcs && same_cut && t_first_frame_at_last_walk >= 0 ? t_first_frame_at_last_walk
+                                                                      : first_frame_outside_skipped_code(frames, n);
+  t_first_frame_at_last_walk = first;
   stack.depth = merge_python_frames(frames + first, n - first, stack.pcs, kMaxStackDepth);
   if (stack.depth >= 0) return;  // a thread running Python: its eval-loop frames became Python frames
   stack.depth = std::min(n - first, kMaxStackDepth);
-  for (int i = 0; i < stack.depth; ++i) stack.pcs[i] = reinterpret_cast<uintptr_t>(frames[first + i]);
+  static_assert(sizeof(uintptr_t) == sizeof(void*));
+  std::memcpy(stack.pcs, frames + first, sizeof(uintptr_t) * static_cast<size_t>(stack.depth));
   stack.walk = walk;
   stack.repeats_previous_walk = same_pcs && same_cut;
 }
