@@ -45,8 +45,13 @@ constexpr size_t kChunksPerTransaction = 1;
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(10);
 
 struct Chunk {
+  // Left unconstructed: every slot below `count` was copied in whole (EventRecord is trivially copyable), and a
+  // new chunk would otherwise write 4096 default events (~360 KB) before the first is stored.
+  Chunk() {}
   size_t count = 0;
-  EventRecord events[kChunkEvents];
+  union {
+    EventRecord events[kChunkEvents];
+  };
 };
 
 // All mutable state of the recorder, in one object that is never destroyed (static destructors of the app
