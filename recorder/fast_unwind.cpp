@@ -66,7 +66,12 @@ constexpr int kMemoFrames = 80;
 // at the same stack pointer and every word the previous one read still holds the value it read, the walk
 // would read the same words in the same order and return the same frames: checking that takes independent
 // loads, where walking takes a chain of dependent ones, frame by frame.
-constexpr int kMaxReplayReads = 2 * kMemoFrames;
+//
+// Only the words the answer depends on are kept: every return address and realigned CFA, and a saved rbp only
+// when a later rule uses rbp before another frame reloads it. Code without frame pointers saves the caller's
+// rbp as an ordinary register, which may hold a loop counter: checking those words would make every walk from
+// a loop miss.
+constexpr int kMaxReplayReads = 3 * kMemoFrames;
 struct Replay {
   bool valid = false;
   bool uses_entry_bp = false;  // some frame's rule read rbp before any frame reloaded it
@@ -76,8 +81,11 @@ struct Replay {
   uintptr_t entry_sp = 0, entry_bp = 0;
   const uintptr_t* read_at[kMaxReplayReads];
   uintptr_t read_value[kMaxReplayReads];
+  bool read_needed[kMaxReplayReads];  // while walking: whether the answer depends on this word
   void* result[kMemoFrames];
 };
+
+thread_local uint64_t t_replayed_walks __attribute__((tls_model("initial-exec"))) = 0;
 
 struct ThreadWalk {
   uintptr_t stack_low = 0, stack_high = 0;
@@ -168,6 +176,7 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
     if (same_as_previous) *same_as_previous = replay.frames == walk->previous_frames;
     walk->previous_frames = replay.frames;
     walk->walking = false;
+    ++t_replayed_walks;
     return replay.frames;
   }
   replay.valid = false;
@@ -176,16 +185,16 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
   replay.uses_entry_bp = false;
   replay.max_frames = max_frames;
   int reads = 0;
-  bool bp_is_entry_bp = true;
+  int bp_read = -1;  // the read that rbp's current value came from; -1: rbp is still the entry value
   // Every stack word the walk reads goes through here (the loads stay in this function: it is the one not
   // instrumented by ASan).
-  auto note_read = [&](uintptr_t at, uintptr_t value) {
+  auto note_read = [&](uintptr_t at, uintptr_t value, bool needed) {
     if (reads < kMaxReplayReads) {
       replay.read_at[reads] = reinterpret_cast<const uintptr_t*>(at);
       replay.read_value[reads] = value;
+      replay.read_needed[reads] = needed;
     }
     ++reads;
-    return value;
   };
   bool all_in_memo = true;  // every frame's address equal to the previous walk's at the same depth
   auto finish = [&](int result) {
@@ -194,7 +203,13 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
     if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads) {
       std::memcpy(replay.result, frames, sizeof(void*) * static_cast<size_t>(result));
       replay.frames = result;
-      replay.reads = reads;
+      int kept = 0;
+      for (int i = 0; i < reads; ++i) {
+        if (!replay.read_needed[i]) continue;
+        replay.read_at[kept] = replay.read_at[i];
+        replay.read_value[kept++] = replay.read_value[i];
+      }
+      replay.reads = kept;
       replay.valid = true;
     }
     walk->walking = false;
@@ -219,8 +234,9 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
     uintptr_t cfa;
     const CfaKind kind = cfa_kind_of(rule);
     const BpKind bp_kind = bp_kind_of(rule);
-    if (bp_is_entry_bp && (kind == CfaKind::BpPlus || kind == CfaKind::DerefBp || bp_kind == BpKind::AtBp)) {
-      replay.uses_entry_bp = true;
+    if (kind == CfaKind::BpPlus || kind == CfaKind::DerefBp || bp_kind == BpKind::AtBp) {  // rbp's value used
+      if (bp_read < 0) replay.uses_entry_bp = true;
+      else if (bp_read < kMaxReplayReads) replay.read_needed[bp_read] = true;
     }
     if (kind == CfaKind::SpPlus) {
       cfa = sp + cfa_offset_of(rule);
@@ -230,7 +246,7 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
       uintptr_t at = bp + cfa_offset_of(rule);
       if (!readable(at)) return finish(-1);
       cfa = *reinterpret_cast<const uintptr_t*>(at);
-      note_read(at, cfa);
+      note_read(at, cfa, true);
     } else if (kind == CfaKind::EndOfStack) {
       return finish(n);
     } else {
@@ -242,11 +258,11 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
       uintptr_t at = (bp_kind == BpKind::AtCfa ? cfa : bp) + bp_offset_of(rule);
       if (!readable(at)) return finish(-1);
       bp = *reinterpret_cast<const uintptr_t*>(at);
-      note_read(at, bp);
-      bp_is_entry_bp = false;
+      bp_read = reads;
+      note_read(at, bp, false);  // needed only if a later rule uses it
     }
     pc = *reinterpret_cast<const uintptr_t*>(cfa - 8);
-    note_read(cfa - 8, pc);
+    note_read(cfa - 8, pc, true);
     sp = cfa;
     if (pc == 0) return finish(n);  // a zeroed return address ends the chain, as it does for libunwind
     if (n == max_frames) return finish(n);
@@ -257,13 +273,16 @@ __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** fram
 
 void forget_unwind_rules() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
+uint64_t fast_backtrace_replays_in_this_thread() { return t_replayed_walks; }
+
 }  // namespace gmt::recorder
 
 #else  // not x86-64 Linux: libunwind only
 
 namespace gmt::recorder {
-int fast_backtrace(void**, int) { return -1; }
+int fast_backtrace(void**, int, bool*) { return -1; }
 void forget_unwind_rules() {}
+uint64_t fast_backtrace_replays_in_this_thread() { return 0; }
 }  // namespace gmt::recorder
 
 #endif

@@ -41,4 +41,7 @@ constexpr bool fast_backtrace_supported() {
 // Cheap (one atomic increment); walks in progress finish with the rules they read.
 void forget_unwind_rules();
 
+// How many of this thread's walks were answered from the previous walk without walking (for tests).
+uint64_t fast_backtrace_replays_in_this_thread();
+
 }  // namespace gmt::recorder

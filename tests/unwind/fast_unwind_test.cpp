@@ -322,6 +322,37 @@ TEST(FastUnwindTest, AWalkAnsweredFromThePreviousOneSeesADifferenceFarUp) {
   }
 }
 
+// Code without frame pointers uses rbp as an ordinary register, e.g. for a loop's counter, and the functions it
+// calls save it on the stack. A walk from a loop must still be answered from the previous walk (the saved value
+// differs every time, but no rule uses it), and must still be libunwind's stack.
+__attribute__((noinline, optimize("omit-frame-pointer"))) Comparison saves_rbp() {
+  asm volatile("" ::: "rbp");  // the prologue saves the caller's rbp
+  Comparison c = chain(3);
+  asm volatile("" ::: "memory");
+  return c;
+}
+__attribute__((noinline, optimize("omit-frame-pointer"))) Comparison with_rbp_holding(uintptr_t value) {
+  register uintptr_t held asm("rbp") = value;
+  asm volatile("" : "+r"(held));
+  Comparison c = saves_rbp();
+  asm volatile("" : "+r"(held));
+  return c;
+}
+
+TEST(FastUnwindTest, WalksFromALoopAreAnsweredFromThePreviousOneWhateverRbpHolds) {
+  const uint64_t replays_before = gmt::recorder::fast_backtrace_replays_in_this_thread();
+  std::vector<void*> first;
+  for (uintptr_t i = 0; i < 20; ++i) {
+    Comparison c = with_rbp_holding(0x1000 + i * 16);
+    ASSERT_FALSE(c.fast_refused);
+    ASSERT_EQ(c.fast, c.slow) << "walk " << i;
+    if (i == 0) first = c.fast;
+    EXPECT_EQ(c.fast, first) << "walk " << i;
+  }
+  // walk_both runs the fast walk once per iteration; every one after the first is a replay.
+  EXPECT_GE(gmt::recorder::fast_backtrace_replays_in_this_thread() - replays_before, 19u);
+}
+
 // A signal frame (__restore_rt) is beyond the walker: it must give up, never return a wrong stack.
 std::vector<Comparison>* g_in_handler = nullptr;
 void on_signal(int) { g_in_handler->push_back(walk_both()); }
