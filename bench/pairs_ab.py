@@ -3,13 +3,14 @@
 switched on and off in ABBA blocks, call site DEPTH frames below main) under each backend, and prints one table
 of paired on/off ratios (median, with the middle half of the block pairs). Optionally the same under another
 build's profiler (--baseline: the `before:` columns; the same bench binary) and with GMT_UNWIND=libunwind (the
-stack walk before recorder/fast_unwind.h). Needs a GPU.
+stack walk before recorder/fast_unwind.h), or with any other library setting (--env NAME=VALUE, e.g.
+GMT_EVENT_CLOCK=monotonic). Needs a GPU.
 
 "Off" still runs the hooks' pass-through (and CUPTI's dispatch under cupti): the ratio is what recording adds.
 bench/overhead.py gives the cross-process ratios to raw (much noisier on the GPU machines).
 
-Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--no-stacks] [--backends cupti,hooks,runtime]
-                         [--blocks N] [--pairs N] [--depth D] [--rounds R]
+Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--no-stacks] [--env NAME=VALUE ...]
+                         [--backends cupti,hooks,runtime] [--blocks N] [--pairs N] [--depth D] [--rounds R]
 """
 import argparse
 import os
@@ -44,6 +45,8 @@ def main():
     parser.add_argument("--baseline")
     parser.add_argument("--libunwind", action="store_true")
     parser.add_argument("--no-stacks", action="store_true", help="also each backend with --no-stacks")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="also each backend with this variable set (a column per --env)")
     parser.add_argument("--backends", default="cupti,hooks,runtime")
     parser.add_argument("--blocks", type=int, default=40)
     parser.add_argument("--pairs", type=int, default=2000)
@@ -59,6 +62,9 @@ def main():
             configs.append((f"{backend}, no stacks", backend, cli, {}, ["--no-stacks"]))
         if a.libunwind:
             configs.append((f"{backend}, libunwind", backend, cli, {"GMT_UNWIND": "libunwind"}, []))
+        for setting in a.env:
+            name, _, value = setting.partition("=")
+            configs.append((f"{backend}, {setting}", backend, cli, {name: value}, []))
         if a.baseline:
             configs.append((f"before: {backend}", backend, os.path.join(a.baseline, "bin", "gpumemtrace"), {}, []))
     args = [str(a.blocks), str(a.pairs), str(a.depth)]

@@ -21,6 +21,7 @@
 #include "recorder/backend.h"
 #include "recorder/caller_stack.h"
 #include "recorder/driver_queries.h"
+#include "recorder/event_clock.h"
 #include "recorder/guard.h"
 #include "recorder/module_map.h"
 #include "recorder/settings.h"
@@ -221,6 +222,7 @@ bool create_trace(Recorder& r) {
   r.writer.set_meta(schema::meta::kStartUnixNs, std::to_string(s.start_unix_ns));
   r.writer.set_meta(schema::meta::kStartMonotonicNs, std::to_string(s.start_monotonic_ns));
   r.writer.set_meta(schema::meta::kSimulated, s.simulated ? "1" : "0");
+  r.writer.set_meta(schema::meta::kEventClock, event_clock_name());
   write_backend_meta(r);
   r.writer.set_meta(schema::meta::kToolVersion, GMT_VERSION);
   r.writer.set_meta(schema::meta::kDroppedEvents, "0");
@@ -366,6 +368,7 @@ void writer_main(Recorder* r) {
     }
     bool written = write_batch(*r, batch);
     r->flush_done.store(serving, std::memory_order_release);
+    calibrate_event_clock();  // at most every 50 ms; the writer wakes at least every 200 ms
     if (stop || !written) break;
   }
   r->writer_serving.store(false, std::memory_order_release);
@@ -412,11 +415,7 @@ uint64_t keep_order(uint64_t time_ns, uint64_t& last_time_ns) {
 
 }  // namespace
 
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t now_ns() { return event_time_ns(); }
 
 uint32_t current_thread_id() {
   if (t_thread_id == 0) t_thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -424,7 +423,9 @@ uint32_t current_thread_id() {
 }
 
 void create_recorder() {
-  if (!g_recorder) g_recorder = new Recorder;
+  if (g_recorder) return;
+  calibrate_event_clock();  // the first calibration point; the writer takes the next ones
+  g_recorder = new Recorder;
 }
 
 void record(EventRecord& event, bool take_stack) {

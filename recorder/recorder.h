@@ -12,7 +12,8 @@
 
 namespace gmt::recorder {
 
-// Monotonic time in ns (vDSO clock_gettime: no system call).
+// CLOCK_MONOTONIC in ns, the clock of every time in the trace (recorder/event_clock.h: from the TSC where the
+// kernel's own clock is, else clock_gettime).
 uint64_t now_ns();
 
 // The kernel thread id of the calling thread, cached per thread (and refreshed in a forked child).

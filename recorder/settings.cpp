@@ -38,6 +38,10 @@ void load_settings_from_environment() {
     else if (std::strcmp(v, "check") == 0) s.unwind = UnwindMode::Check;
     else if (std::strcmp(v, "fast") != 0) std::fprintf(stderr, "gpumemtrace: %s=%s is not fast, libunwind or check: using fast\n", kEnvUnwind, v);
   }
+  if (const char* v = getenv(kEnvEventClock); v && *v) {
+    if (std::strcmp(v, "monotonic") == 0) s.tsc_event_clock = false;
+    else if (std::strcmp(v, "tsc") != 0) std::fprintf(stderr, "gpumemtrace: %s=%s is not tsc or monotonic: using tsc\n", kEnvEventClock, v);
+  }
   s.launch = schema::launch_identity_from_environment();
   s.start_unix_ns = clock_ns(CLOCK_REALTIME);
   s.start_monotonic_ns = clock_ns(CLOCK_MONOTONIC);

@@ -23,6 +23,10 @@ inline constexpr const char* kEnvSimulated = "GMT_SIMULATED";  // "1": the CLI p
 // on every stack, disagreements counted in the trace; slow, for verification).
 inline constexpr const char* kEnvUnwind = "GMT_UNWIND";
 
+// "monotonic": time events with clock_gettime(CLOCK_MONOTONIC) even where the TSC could be used
+// (recorder/event_clock.h); "tsc", the default, uses it where the kernel's clock is the TSC.
+inline constexpr const char* kEnvEventClock = "GMT_EVENT_CLOCK";
+
 enum class UnwindMode : uint8_t { Fast, Libunwind, Check };
 
 struct Settings {
@@ -33,6 +37,7 @@ struct Settings {
   bool take_free_stacks = false;  // only with take_stacks
   bool simulated = false;
   UnwindMode unwind = UnwindMode::Fast;
+  bool tsc_event_clock = true;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;
   schema::LaunchIdentity launch;  // rank and local GPU from the launcher's variables, read at load time

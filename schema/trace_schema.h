@@ -357,6 +357,11 @@ inline constexpr const char* kRecordingPausedNs = "recording_paused_ns";
 inline constexpr const char* kStackWalksLibunwind = "stack_walks_libunwind";
 inline constexpr const char* kStackWalksChecked = "stack_walks_checked";
 inline constexpr const char* kStackWalkMismatches = "stack_walk_mismatches";
+// The clock the library's times were read from (recorder/event_clock.h): "tsc" (the CPU's time-stamp counter,
+// converted to CLOCK_MONOTONIC with a scale recalibrated every ~200 ms; within microseconds of it) or
+// "clock_gettime" (CLOCK_MONOTONIC itself). Either way the times are CLOCK_MONOTONIC ns. Absent in traces
+// before it existed, which used clock_gettime.
+inline constexpr const char* kEventClock = "event_clock";
 }  // namespace meta
 
 // The values of meta.backend (one name per Source), written by the library and by the CLI.
