@@ -5,8 +5,9 @@
 // block. Recording is switched with gmt_set_recording_paused (recorder/pause.cpp), so this program must run
 // under `gpumemtrace run`.
 //
-// "Off" is not raw: the hooks still run and pass the call through (a guard check), and under the CUPTI
-// backend CUPTI still dispatches its callbacks, which return at once. The ratio is what recording adds on top.
+// "Off" is nearly raw: the hooks still run and pass the call through (a guard check); under the CUPTI backend a
+// pause also switches CUPTI's driver callbacks off (recorder/backend.h, switch_capture), so the ratio includes
+// CUPTI's own dispatch.
 //
 // Usage: pairs_ab [blocks=40] [pairs_per_block=2000] [depth=12]
 //   depth: the call site is this many frames below main (real programs allocate deep; the walk grows with it).

@@ -6,7 +6,8 @@ build's profiler (--baseline: the `before:` columns; the same bench binary) and 
 stack walk before recorder/fast_unwind.h), or with any other library setting (--env NAME=VALUE, e.g.
 GMT_EVENT_CLOCK=monotonic). Needs a GPU.
 
-"Off" still runs the hooks' pass-through (and CUPTI's dispatch under cupti): the ratio is what recording adds.
+"Off" still runs the hooks' pass-through (a guard check); under cupti, CUPTI's driver callbacks are switched off
+while paused, so the ratio includes CUPTI's own dispatch.
 bench/overhead.py gives the cross-process ratios to raw (much noisier on the GPU machines).
 
 Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--no-stacks] [--env NAME=VALUE ...]

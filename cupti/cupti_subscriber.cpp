@@ -17,6 +17,7 @@
 #include "cupti/cupti_callbacks.h"
 #include "cupti/cupti_loader.h"
 #include "cupti/runtime_naming.h"
+#include "recorder/backend.h"
 
 namespace gmt::cupti {
 namespace {
@@ -104,6 +105,18 @@ bool enable_sites(const CuptiTable* table, std::string& why) {
   return true;
 }
 
+// The capture switch of recorder/backend.h: the driver-API sites off while recording is paused, on again after
+// (the runtime-API sites stay as runtime_naming.h set them). A failure is said once on stderr by GMT_CUPTI_CALL;
+// recording itself never depends on it: a paused hook records nothing either way.
+void switch_driver_callbacks(bool on) {
+  const CuptiTable* table = cupti_table();
+  if (!table || !g_subscriber) return;
+  for (const CallbackSite& site : kCallbackSites) {
+    if (site.domain != CUPTI_CB_DOMAIN_DRIVER_API) continue;
+    GMT_CUPTI_CALL(table, nullptr, cuptiEnableCallback, on ? 1 : 0, g_subscriber, site.domain, site.cbid);
+  }
+}
+
 }  // namespace
 
 bool start(std::string& why) {
@@ -117,6 +130,7 @@ bool start(std::string& why) {
   // backend is set after we return, so the table can still be completed here.
   resolve_driver_functions(*table);
   publish_table(table);
+  recorder::set_capture_switch(switch_driver_callbacks);
   g_started.store(true, std::memory_order_release);
   return true;
 }

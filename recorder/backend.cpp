@@ -68,6 +68,18 @@ bool set_active_backend(Backend backend, const std::string& note) {
   return true;
 }
 
+namespace {
+std::atomic<CaptureSwitch> g_capture_switch{nullptr};
+}  // namespace
+
+void set_capture_switch(CaptureSwitch capture_switch) {
+  g_capture_switch.store(capture_switch, std::memory_order_release);
+}
+
+void switch_capture(bool on) {
+  if (CaptureSwitch capture_switch = g_capture_switch.load(std::memory_order_acquire)) capture_switch(on);
+}
+
 std::string backend_note() {
   std::lock_guard lock(g_note_mutex);
   return note_storage();

@@ -29,6 +29,14 @@ bool driver_level_backend();  // Cupti or DriverHooks: the cudart hooks must not
 bool set_active_backend(Backend backend, const std::string& note);
 std::string backend_note();
 
+// A backend whose capture costs the app something even while recording is paused (CUPTI dispatches every enabled
+// callback, and ours returns at once) registers how to switch that capture off and on. The benchmark control
+// gmt_set_recording_paused (recorder/pause.cpp) calls it, so that a paused process runs as if unprofiled and a
+// paired on/off ratio is the backend's whole cost (bench/pairs_ab). Set once, by the backend's start.
+using CaptureSwitch = void (*)(bool on);
+void set_capture_switch(CaptureSwitch capture_switch);
+void switch_capture(bool on);  // no-op when none is registered
+
 // The runtime API call this thread is inside, when a driver-level backend counts. Unknown outside.
 schema::Api current_runtime_api();
 

@@ -3,15 +3,17 @@
 // processes differ by tens of percent on GPU machines; within one process they do not, which is what makes a
 // 0.5% difference measurable at all.
 //
-// While paused every hook passes its call through unrecorded (recorder/guard.h), so the trace misses whatever
-// happened then: an allocation freed during a pause stays live in the report. The trace says so (meta
-// recording_pauses and recording_paused_ns, docs/trace-format.md) and `report` warns. Switch between NVTX
-// ranges, not inside one: a range pushed before a pause and popped during it stays open in the trace. Not for
-// production use.
+// While paused every hook passes its call through unrecorded (recorder/guard.h), and a backend that costs the
+// app something even then switches that off (CUPTI's callbacks: switch_capture, recorder/backend.h). The trace
+// misses whatever happened then: an allocation freed during a pause stays live in the report. The trace says
+// so (meta recording_pauses and recording_paused_ns, docs/trace-format.md) and `report` warns. Switch between
+// NVTX ranges, not inside one: a range pushed before a pause and popped during it stays open in the trace. Not
+// for production use.
 #include <atomic>
 #include <mutex>
 #include <string>
 
+#include "recorder/backend.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 #include "schema/trace_schema.h"
@@ -35,11 +37,14 @@ extern "C" __attribute__((visibility("default"))) int gmt_set_recording_paused(i
   bool was = g_recording_paused.load(std::memory_order_relaxed);
   if (was == (paused != 0)) return was ? 1 : 0;
   uint64_t now = now_ns();
+  HookScope scope;  // whatever the backend's switch calls into records nothing
   if (paused) {
     ++g_pauses;
     g_paused_since_ns = now;
     g_recording_paused.store(true, std::memory_order_relaxed);
+    switch_capture(false);  // e.g. CUPTI's callbacks: a paused process runs as if unprofiled
   } else {
+    switch_capture(true);
     g_recording_paused.store(false, std::memory_order_relaxed);
     g_paused_ns += now - g_paused_since_ns;
   }

@@ -76,6 +76,30 @@ class BackendSamplesTest(TraceDirTestCase):
                                 f"max reserved {max_reserved} B, max used {max_used} B")
         return report, truth
 
+    def test_a_paused_process_records_nothing_and_every_call_after_resuming(self):
+        # bench/pairs_ab switches recording off and on (gmt_set_recording_paused) between blocks of pairs; under
+        # cupti a pause also switches CUPTI's driver callbacks off (recorder/backend.h, switch_capture). Per case:
+        # 4 warm-up blocks (on, off, on, off), then BLOCKS blocks half of them on: the allocations recorded are
+        # exactly those of the on blocks, and every one of them is.
+        blocks, pairs = 8, 256
+        bench = os.path.join(os.environ["GMT_BUILD_DIR"], "bench", "pairs_ab")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                trace = self.path(f"pairs_ab-{backend}.db")
+                result = run_cli("run", "--backend", backend, "-o", trace, "--", bench, str(blocks), str(pairs), "3")
+                self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+                db = sqlite3.connect(trace)
+                allocations = dict(db.execute("SELECT a.name, count(*) FROM events e JOIN apis a ON a.id = e.api "
+                                              "WHERE e.kind = 1 GROUP BY a.name"))
+                meta = dict(db.execute("SELECT key, value FROM meta"))
+                db.close()
+                on_blocks = 2 + blocks // 2
+                # Two cases of each call; cudaMalloc blocks have a quarter of the pairs.
+                self.assertEqual(allocations.get("cudaMallocAsync"), 2 * on_blocks * pairs, allocations)
+                self.assertEqual(allocations.get("cudaMalloc"), 2 * on_blocks * (pairs // 4), allocations)
+                # Per case: two in the warm-up and one per ABBA quartet.
+                self.assertEqual(int(meta["recording_pauses"]), 4 * (2 + blocks // 4), meta)
+
     def test_samples_under_each_backend(self):
         for name in SAMPLES:
             reports = {}
