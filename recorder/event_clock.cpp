@@ -86,7 +86,8 @@ void publish(uint64_t tsc_base, uint64_t ns_base, uint64_t scale) {
 uint64_t event_time_ns() {
 #if defined(__x86_64__)
   if (g_converting.load(std::memory_order_acquire)) {
-    for (;;) {
+    // A publication takes nanoseconds; one never finished (a thread that died halfway) must not stall the app.
+    for (int attempt = 0; attempt < 1000; ++attempt) {
       const uint32_t sequence = g_sequence.load(std::memory_order_acquire);
       const uint64_t tsc_base = g_tsc_base.load(std::memory_order_relaxed);
       const uint64_t ns_base = g_ns_base.load(std::memory_order_relaxed);
@@ -120,6 +121,13 @@ void calibrate_event_clock() {
   publish(tsc, ns, scale);
   g_last_tsc = tsc;
   g_last_ns = ns;
+#endif
+}
+
+void reset_event_clock_after_fork() {
+#if defined(__x86_64__)
+  g_converting.store(false, std::memory_order_relaxed);
+  g_sequence.store((g_sequence.load(std::memory_order_relaxed) | 1) + 1, std::memory_order_relaxed);  // even
 #endif
 }
 

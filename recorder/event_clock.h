@@ -24,6 +24,11 @@ uint64_t event_time_ns();
 // whether the TSC is used at all. One thread at a time.
 void calibrate_event_clock();
 
+// In a forked child, before anything else reads the time: the fork may have caught the parent's writer thread
+// halfway through publishing a conversion, and no thread here will finish it. Times are clock_gettime's until
+// the child's own writer publishes a conversion again.
+void reset_event_clock_after_fork();
+
 // "tsc" when event_time_ns converts TSC reads, "clock_gettime" otherwise (for the trace's meta).
 const char* event_clock_name();
 

@@ -600,6 +600,7 @@ bool flush_from_signal_handler(int timeout_ms) {
 void reset_after_fork_in_child() {
   // The parent's recorder stays allocated and untouched: its buffers are the parent's to write, its writer
   // thread does not exist here, and its SQLite connection must not be used by two processes.
+  reset_event_clock_after_fork();  // first: now_ns() below reads it
   g_recorder = new Recorder;
   t_thread_id = 0;
   t_holds_recorder_lock = false;

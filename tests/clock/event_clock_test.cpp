@@ -75,6 +75,12 @@ TEST(EventClockTest, AgreesWithClockGettimeAcrossRecalibrations) {
     EXPECT_LT(a.worst_ns, 5000u) << "round " << round;
     EXPECT_FALSE(a.went_backwards) << "round " << round << ": within one calibration the times only go forward";
   }
+  // A forked child starts over from clock_gettime, whatever state the fork caught, and calibrates again.
+  gmt::recorder::reset_event_clock_after_fork();
+  EXPECT_EQ(compare(10000).worst_ns, 0u) << "after a fork, clock_gettime until the next conversion";
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  calibrate_event_clock();
+  EXPECT_LT(compare(100000).worst_ns, 5000u);
 }
 
 }  // namespace
