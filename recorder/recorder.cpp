@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "recorder/backend.h"
+#include "recorder/cache_hints.h"
 #include "recorder/caller_stack.h"
 #include "recorder/driver_queries.h"
 #include "recorder/event_clock.h"
@@ -46,13 +47,9 @@ constexpr size_t kChunksPerTransaction = 1;
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(10);
 
 struct Chunk {
-  // Left unconstructed: every slot below `count` was copied in whole (EventRecord is trivially copyable), and a
-  // new chunk would otherwise write 4096 default events (~360 KB) before the first is stored.
-  Chunk() {}
+  Chunk() {}  // slots stay unconstructed: each below `count` was copied in whole (4096 defaults: ~360 KB written)
   size_t count = 0;
-  union {
-    EventRecord events[kChunkEvents];
-  };
+  union { EventRecord events[kChunkEvents]; };
 };
 
 // All mutable state of the recorder, in one object that is never destroyed (static destructors of the app
@@ -141,18 +138,6 @@ void write_backend_meta(Recorder& r) {
   if (!note.empty()) r.writer.set_meta(schema::meta::kBackendNote, note);
 }
 
-void write_launch_meta(Recorder& r, const schema::LaunchIdentity& launch) {
-  if (!launch.rank.empty()) {
-    r.writer.set_meta(schema::meta::kRank, launch.rank);
-    r.writer.set_meta(schema::meta::kRankSource, launch.rank_source);
-  }
-  if (!launch.local_rank.empty()) {
-    r.writer.set_meta(schema::meta::kLocalRank, launch.local_rank);
-    r.writer.set_meta(schema::meta::kLocalRankSource, launch.local_rank_source);
-  }
-  if (!launch.world_size.empty()) r.writer.set_meta(schema::meta::kWorldSize, launch.world_size);
-}
-
 // The devices named by the events written so far, as meta "devices" ("0,1"). Ordinals beyond 63 are not
 // tracked (no machine has that many GPUs per process today).
 void note_devices(Recorder& r, const EventRecord* events, size_t count) {
@@ -228,7 +213,7 @@ bool create_trace(Recorder& r) {
   r.writer.set_meta(schema::meta::kDroppedEvents, "0");
   r.writer.set_meta(schema::meta::kEventsTimeOrdered, "1");
   r.writer.set_meta(schema::meta::kComplete, "0");
-  write_launch_meta(r, s.launch);
+  r.writer.set_launch_meta(s.launch);
   if (!s.registry_path.empty()) {
     int fd = ::open(s.registry_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd >= 0) {
@@ -385,29 +370,16 @@ void start_writer_locked(Recorder& r) {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
-// Asks for the cache lines of the next event's slot, to be written, now: the slot is written under the lock
-// next time, and the unlock (a locked instruction: a full fence) waits until every store before it completes,
-// so a slot's lines fetched only then (a recycled chunk's lines sit in the writer thread's core) stretch the
-// critical section and the app's call by a cross-core miss per event. Fetched now, they arrive during the app's
-// own work between two CUDA calls. PREFETCHW is a no-op hint where unsupported.
-inline void prefetch_for_writing(const EventRecord* slot) {
-#if defined(__x86_64__)
-  const char* first = reinterpret_cast<const char*>(slot);
-  asm volatile("prefetchw %0" ::"m"(*first));
-  asm volatile("prefetchw %0" ::"m"(*(first + sizeof(EventRecord) - 1)));
-#else
-  __builtin_prefetch(slot, 1);
-  __builtin_prefetch(reinterpret_cast<const char*>(slot) + sizeof(EventRecord) - 1, 1);
-#endif
-}
-
 // Appends one event under the lock (held by `lock`, which a back-pressure wait releases for a while).
 void append_locked(Recorder& r, std::unique_lock<std::mutex>& lock, const EventRecord& event) {
   if (!r.writer_started) start_writer_locked(r);
   if (!r.current) r.current = take_spare_chunk(r);
   r.current->events[r.current->count++] = event;
   if (r.current->count < kChunkEvents) {
-    prefetch_for_writing(&r.current->events[r.current->count]);
+    // The next slot's lines, now: fetched when written, under the lock, a recycled chunk's lines (in the writer's
+    // core) cost a cross-core miss inside the critical section (the unlock, a locked instruction, waits for
+    // every store before it); fetched now, they arrive during the app's own work before its next CUDA call.
+    prefetch_for_writing(&r.current->events[r.current->count], sizeof(EventRecord));
     return;
   }
   r.full.push_back(r.current);

@@ -181,6 +181,18 @@ void TraceWriter::set_meta(const char* key, const std::string& value) {
   step_and_reset(upsert_meta_);
 }
 
+void TraceWriter::set_launch_meta(const schema::LaunchIdentity& launch) {
+  if (!launch.rank.empty()) {
+    set_meta(schema::meta::kRank, launch.rank);
+    set_meta(schema::meta::kRankSource, launch.rank_source);
+  }
+  if (!launch.local_rank.empty()) {
+    set_meta(schema::meta::kLocalRank, launch.local_rank);
+    set_meta(schema::meta::kLocalRankSource, launch.local_rank_source);
+  }
+  if (!launch.world_size.empty()) set_meta(schema::meta::kWorldSize, launch.world_size);
+}
+
 bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
                               const size_t* run_lengths, size_t runs, const std::vector<Module>& modules) {
   if (!db_) return false;

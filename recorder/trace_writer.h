@@ -14,6 +14,7 @@
 #include "recorder/event.h"
 #include "recorder/module_map.h"
 #include "recorder/stacks.h"
+#include "schema/trace_naming.h"
 
 namespace gmt::recorder {
 
@@ -39,6 +40,8 @@ class TraceWriter {
   bool create(const std::string& path, std::string& error);
 
   void set_meta(const char* key, const std::string& value);
+  // The launcher's rank, local rank and world size, where the launcher said them.
+  void set_launch_meta(const schema::LaunchIdentity& launch);
   // One row of the devices table (replaced if the ordinal is there already); empty texts and a negative
   // total are written as NULL. Rare (once per device): the statement is prepared each time.
   void write_device(const DeviceDescription& device);
