@@ -20,9 +20,14 @@ LEAK_RANK = int(os.environ.get("GMT_LEAK_RANK", "1"))
 
 
 def keep_history(kept):
+    """Keeps one more tensor; returns how many segments PyTorch's caching allocator got from cudaMalloc for it: 1,
+    or 0 when a block freed earlier served it (whether one is free then depends on when NCCL's stream released
+    it: timing)."""
+    segments_before = torch.cuda.memory_stats()["segment.all.allocated"]
     tensor = torch.ones(KEEP_BYTES, dtype=torch.uint8, device="cuda")  # LEAK-SITE: keep_history
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(tensor))
     kept.append(tensor)
+    return torch.cuda.memory_stats()["segment.all.allocated"] - segments_before
 
 
 def main():
@@ -35,6 +40,7 @@ def main():
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
     kept = []
+    fresh_segments = 0
     for _ in range(STEPS):
         x = torch.randn(256, 1024, device=device)
         ddp(x).square().mean().backward()  # DDP all-reduces the gradients with NCCL
@@ -44,7 +50,7 @@ def main():
         dist.all_reduce(signal)
         assert signal[0].item() == dist.get_world_size()
         if rank == LEAK_RANK:
-            keep_history(kept)
+            fresh_segments += keep_history(kept)
     torch.cuda.synchronize()
     dist.barrier()
     del ddp, model, optimizer, x, signal
@@ -55,6 +61,8 @@ def main():
     leaked = STEPS * KEEP_BYTES if rank == LEAK_RANK else 0
     print(f"rank {rank}: truth: leaked_bytes={leaked} leaked_allocations={STEPS if leaked else 0} "
           "failed_allocations=0", flush=True)
+    if rank == LEAK_RANK:
+        print(f"rank {rank}: kept tensors in fresh segments: {fresh_segments}", flush=True)
 
 
 if __name__ == "__main__":
