@@ -60,7 +60,7 @@ Rule table_rule_for(uintptr_t pc, uint64_t generation) {
 // without hashing, and the walk's chain of dependent loads is the stack itself, as in a frame-pointer walk.
 constexpr int kMemoFrames = 80;
 
-// The previous walk, kept so that the next one can be answered without walking (replay_previous_walk). A walk
+// The previous walk, kept so that the next one can be answered without walking (replay_matches). A walk
 // is a function of where it starts (this function's own pc, the stack pointer, and rbp while no frame has
 // reloaded it), the rules (fixed within a generation) and the stack words it reads. When the next walk starts
 // at the same stack pointer and every word the previous one read still holds the value it read, the walk
