@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   int cli_argc = argc;
   if (argc > 1 && std::string_view(argv[1]) == "run") {
     // Only a "--" among our own options counts; once the app's name is reached, every "--" is the app's.
+    const CLI::App* run = app.get_subcommand("run");
     for (int i = 2; i < argc; ++i) {
       std::string_view arg = argv[i];
       if (arg == "--") {
@@ -39,9 +40,9 @@ int main(int argc, char** argv) {
         break;
       }
       if (arg.empty() || arg[0] != '-') break;  // the app's name: CLI11's prefix_command takes it from here
-      if (arg == "-o" || arg == "--output" || arg == "--backend" || arg == "--unwind" || arg == "--nvtx-peak-step") {
-        ++i;  // run options that take a value
-      }
+      // An option of `run` that takes a value (`-o trace.db`): the next argument is its value, not the app.
+      const CLI::Option* option = run->get_option_no_throw(std::string(arg));
+      if (option && option->get_items_expected_min() > 0) ++i;
     }
   }
 

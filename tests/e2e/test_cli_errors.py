@@ -41,6 +41,16 @@ class RunErrorsTest(TraceDirTestCase):
         self.assertIn("no-such-option", result.stderr)
         self.assertEqual(os.listdir(self.dir), [], "the app must not run after a bad option")
 
+    def test_app_without_double_dash_after_options_with_values(self):
+        # Without "--", the app starts at the first argument that is neither an option of `run` nor the value
+        # of one (cli/main.cpp asks CLI11 which options take a value); "--" after the app's name is the app's.
+        marker = self.path("ran")
+        result = run_cli("run", "-q", "-o", self.path("x.db"), "--backend", "runtime", "--unwind", "fast",
+                         "--nvtx-peak-step", "0", "--free-stacks", "sh", "-c", 'touch "$1"; exit 5', "sh", marker,
+                         "--", "-o")
+        self.assertEqual(result.returncode, 5, result.stderr)
+        self.assertTrue(os.path.exists(marker), result.stderr)
+
     def test_no_command(self):
         result = run_cli()
         self.assertEqual(result.returncode, 2)
