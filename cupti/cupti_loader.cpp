@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cupti/cupti_callbacks.h"
+
 namespace gmt::cupti {
 namespace {
 
@@ -137,6 +139,14 @@ void report_failure(const CuptiTable* table, CUptiResult result, bool missing, c
     return;
   }
   write_stderr("gpumemtrace: " + message + " (reported once)\n");
+}
+
+void switch_sites_of_domain(const CuptiTable* table, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+                            bool on) {
+  for (const CallbackSite& site : kCallbackSites) {
+    if (site.domain != domain) continue;
+    GMT_CUPTI_CALL(table, nullptr, cuptiEnableCallback, on ? 1 : 0, subscriber, site.domain, site.cbid);
+  }
 }
 
 }  // namespace gmt::cupti

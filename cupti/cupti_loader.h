@@ -74,3 +74,13 @@ void report_failure(const CuptiTable* table, CUptiResult result, bool missing, c
                                    gmt_reported_);                                                         \
     return gmt_result_;                                                                                    \
   }())
+
+namespace gmt::cupti {
+
+// Enables (`on`) or disables every site of cupti_callbacks.h's list in `domain` for `subscriber`: the runtime
+// sites when runtime_naming.h switches phase, the driver sites around a benchmark pause. A failure is said once
+// on stderr (GMT_CUPTI_CALL); the other sites are still switched.
+void switch_sites_of_domain(const CuptiTable* table, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+                            bool on);
+
+}  // namespace gmt::cupti

@@ -111,10 +111,7 @@ bool enable_sites(const CuptiTable* table, std::string& why) {
 void switch_driver_callbacks(bool on) {
   const CuptiTable* table = cupti_table();
   if (!table || !g_subscriber) return;
-  for (const CallbackSite& site : kCallbackSites) {
-    if (site.domain != CUPTI_CB_DOMAIN_DRIVER_API) continue;
-    GMT_CUPTI_CALL(table, nullptr, cuptiEnableCallback, on ? 1 : 0, g_subscriber, site.domain, site.cbid);
-  }
+  switch_sites_of_domain(table, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, on);
 }
 
 }  // namespace

@@ -45,11 +45,8 @@ bool enabled(uint8_t phase) { return phase != kOff; }
 // is reported once on stderr by GMT_CUPTI_CALL; the driver callbacks count on regardless.
 void switch_phase(uint8_t from, uint8_t to) {
   if (!g_phase.compare_exchange_strong(from, to, std::memory_order_acq_rel)) return;
-  const uint32_t enable = enabled(to) ? 1 : 0;
-  for (const CallbackSite& site : kCallbackSites) {
-    if (site.domain != CUPTI_CB_DOMAIN_RUNTIME_API) continue;
-    GMT_CUPTI_CALL(g_table, nullptr, cuptiEnableCallback, enable, g_subscriber, site.domain, site.cbid);
-  }
+  const bool enable = enabled(to);
+  switch_sites_of_domain(g_table, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, enable);
   if (g_debug) {
     // write(2): no stdio buffering shared with the app, and safe inside a CUPTI callback.
     const char* line = enable
