@@ -11,7 +11,8 @@
 //
 // Usage: pairs_ab [blocks=40] [pairs_per_block=2000] [depth=12]
 //   depth: the call site is this many frames below main (real programs allocate deep; the walk grows with it).
-// Prints one line per case: "CASE: on X ns, off Y ns, ratio R (...)".
+// Prints one line per case: "CASE: on X ns, off Y ns, ratio R (...)". The 8-thread case runs a block on 8
+// threads at once (each its own stream, an eighth of the pairs): ns per pair of the whole block's wall time.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -20,7 +21,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "cuda_check.h"
@@ -34,7 +39,8 @@ struct Case {
   const char* name;
   bool async;
   size_t size;
-  int pairs_divisor;  // cudaMalloc pairs are slower: fewer per block
+  int pairs_divisor;  // cudaMalloc pairs are slower: fewer per block; each of `threads` runs a share
+  int threads = 1;
 };
 
 struct Loop {
@@ -64,6 +70,58 @@ __attribute__((noinline)) double descend(const Loop& loop, int depth) {
   asm volatile("" ::: "memory");  // not a tail call: every level keeps its frame
   return ns;
 }
+
+// Threads that run one block together when told to, so that a block's wall time covers them all and the
+// recording switch (process-wide) happens between blocks, never inside one.
+class Crew {
+ public:
+  Crew(std::vector<Loop> loops, int depth) : loops_(std::move(loops)), depth_(depth) {
+    for (size_t i = 0; i < loops_.size(); ++i) threads_.emplace_back([this, i] { work(i); });
+  }
+  ~Crew() {
+    {
+      std::lock_guard lock(mutex_);
+      quit_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  // ns per pair: the block's wall time over every thread's pairs.
+  double run_block() {
+    auto start = std::chrono::steady_clock::now();
+    std::unique_lock lock(mutex_);
+    ++generation_;
+    done_ = 0;
+    start_.notify_all();
+    finished_.wait(lock, [this] { return done_ == loops_.size(); });
+    double pairs = static_cast<double>(loops_[0].pairs) * static_cast<double>(loops_.size());
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / pairs;
+  }
+
+ private:
+  void work(size_t i) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        start_.wait(lock, [&] { return quit_ || generation_ != seen; });
+        if (quit_) return;
+        seen = generation_;
+      }
+      descend(loops_[i], depth_);
+      std::lock_guard lock(mutex_);
+      if (++done_ == loops_.size()) finished_.notify_one();
+    }
+  }
+  std::vector<Loop> loops_;
+  int depth_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable start_, finished_;
+  uint64_t generation_ = 0;
+  size_t done_ = 0;
+  bool quit_ = false;
+};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -97,13 +155,22 @@ int main(int argc, char** argv) {
   const Case cases[] = {{"cudaMalloc+cudaFree 256 B", false, 256, 4},
                         {"cudaMallocAsync+cudaFreeAsync 256 B", true, 256, 1},
                         {"cudaMalloc+cudaFree 1 MiB", false, 1 << 20, 4},
-                        {"cudaMallocAsync+cudaFreeAsync 1 MiB", true, 1 << 20, 1}};
+                        {"cudaMallocAsync+cudaFreeAsync 1 MiB", true, 1 << 20, 1},
+                        {"8 threads cudaMallocAsync+cudaFreeAsync 256 B", true, 256, 8, 8}};
   for (const Case& c : cases) {
-    std::vector<void*> live(kLive, nullptr);
-    Loop loop{&c, stream, std::max(1, pairs / c.pairs_divisor), &live};
+    std::vector<std::vector<void*>> live(c.threads, std::vector<void*>(kLive, nullptr));
+    std::vector<cudaStream_t> streams(c.threads, stream);
+    for (int t = 1; t < c.threads; ++t) CHECK(cudaStreamCreate(&streams[t]));
+    std::vector<Loop> loops;
+    for (int t = 0; t < c.threads; ++t) {
+      loops.push_back({&c, streams[t], std::max(1, pairs / c.pairs_divisor), &live[t]});
+    }
+    std::optional<Crew> crew;
+    if (c.threads > 1) crew.emplace(loops, depth);
+    auto block = [&] { return crew ? crew->run_block() : descend(loops[0], depth); };
     for (int warm = 0; warm < 4; ++warm) {  // pools, caches and the walker's rules, in both states
       pause(warm % 2);
-      descend(loop, depth);
+      block();
     }
     std::vector<double> on, off, ratios;
     for (int b = 0; b < blocks; b += 2) {
@@ -111,19 +178,25 @@ int main(int argc, char** argv) {
       bool on_first = (b / 2) % 2 == 0;
       double first, second;
       pause(on_first ? 0 : 1);
-      first = descend(loop, depth);
+      first = block();
       pause(on_first ? 1 : 0);
-      second = descend(loop, depth);
+      second = block();
       double on_ns = on_first ? first : second, off_ns = on_first ? second : first;
       on.push_back(on_ns);
       off.push_back(off_ns);
       ratios.push_back(on_ns / off_ns);
     }
     pause(0);
-    for (void*& p : live) {
-      if (!p) continue;
-      if (c.async) CHECK(cudaFreeAsync(p, stream));
-      else CHECK(cudaFree(p));
+    for (int t = 0; t < c.threads; ++t) {
+      for (void*& p : live[t]) {
+        if (!p) continue;
+        if (c.async) CHECK(cudaFreeAsync(p, streams[t]));
+        else CHECK(cudaFree(p));
+      }
+      if (t > 0) {
+        CHECK(cudaStreamSynchronize(streams[t]));
+        CHECK(cudaStreamDestroy(streams[t]));
+      }
     }
     double mean = 0, var = 0;
     for (double r : ratios) mean += r;

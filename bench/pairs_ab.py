@@ -12,10 +12,14 @@ bench/overhead.py gives the cross-process ratios to raw (much noisier on the GPU
 
 Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--no-stacks] [--env NAME=VALUE ...]
                          [--backends cupti,hooks,runtime] [--blocks N] [--pairs N] [--depth D] [--rounds R]
+                         [--smoke]
+--smoke: no GPU needed (the simulated runtime); one tiny run that checks every case is printed and that the trace
+holds exactly the allocations of the on blocks; no timing is judged (CI).
 """
 import argparse
 import os
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -26,7 +30,8 @@ LINE = re.compile(r"^(.*): on ([0-9.]+) ns, off ([0-9.]+) ns, ratio ([0-9.]+) \(
 
 def run(cli, bench, backend, trace, args, env_extra, options):
     env = dict(os.environ, **env_extra)
-    command = [cli, "run", "-q", "--no-symbolize", "--backend", backend, *options, "-o", trace, "--", bench, *args]
+    backend_option = ["--backend", backend] if backend else []
+    command = [cli, "run", "-q", "--no-symbolize", *backend_option, *options, "-o", trace, "--", bench, *args]
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         sys.exit(f"pairs_ab.py: {' '.join(command)} failed ({result.returncode}):\n{result.stderr[-2000:]}")
@@ -38,6 +43,34 @@ def run(cli, bench, backend, trace, args, env_extra, options):
     if not rows:
         sys.exit(f"pairs_ab.py: no figures from {' '.join(command)}:\n{result.stdout}")
     return rows
+
+
+def smoke(build):
+    """Every case prints its line, and the trace holds the on blocks' allocations exactly (pauses lose nothing
+    and record nothing, also with 8 threads at once)."""
+    blocks, pairs = 8, 256
+    cli = os.path.join(build, "bin", "gpumemtrace")
+    bench = os.path.join(build, "bench", "pairs_ab")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "smoke.db")
+        rows = run(cli, bench, None, trace, [str(blocks), str(pairs), "3"], {}, ["--simulate"])
+        db = sqlite3.connect(trace)
+        allocations = dict(db.execute("SELECT a.name, count(*) FROM events e JOIN apis a ON a.id = e.api "
+                                      "WHERE e.kind = 1 GROUP BY a.name"))
+        pauses = int(db.execute("SELECT value FROM meta WHERE key = 'recording_pauses'").fetchone()[0])
+        db.close()
+    on_blocks = 2 + blocks // 2  # two of the four warm-up blocks, and half of the rest
+    expected = {"cudaMallocAsync": 3 * on_blocks * pairs, "cudaMalloc": 2 * on_blocks * (pairs // 4)}
+    problems = []
+    if len(rows) != 5 or not any(case.startswith("8 threads") for case in rows):
+        problems.append(f"expected 5 cases, one on 8 threads: {sorted(rows)}")
+    if allocations != expected:
+        problems.append(f"allocations recorded {allocations}, expected {expected}")
+    if pauses != 5 * (2 + blocks // 4):
+        problems.append(f"recording_pauses {pauses}, expected {5 * (2 + blocks // 4)}")
+    if problems:
+        sys.exit("pairs_ab.py --smoke: " + "; ".join(problems))
+    print(f"pairs_ab smoke: {len(rows)} cases, {sum(allocations.values())} allocations recorded as expected")
 
 
 def main():
@@ -53,7 +86,11 @@ def main():
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--depth", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true")
     a = parser.parse_args()
+    if a.smoke:
+        smoke(a.build)
+        return
     bench = os.path.join(a.build, "bench", "pairs_ab")
     configs = []  # (label, backend, cli, env, options)
     cli = os.path.join(a.build, "bin", "gpumemtrace")
