@@ -4,7 +4,7 @@
         gpumemtrace run -o 'trace.%r.db' -- python samples/torch_ddp_leak.py
 
 Each rank trains a small model with DistributedDataParallel (gradients all-reduced by NCCL) and all-reduces
-one more tensor per step. Rank GMT_LEAK_RANK (default 1) keeps a 16 MiB tensor every step with one reference
+one more tensor per step. Rank GMT_LEAK_RANK (default 1) keeps a 64 MiB tensor every step with one reference
 nobody drops (as a buggy extension would), so it is never freed, not even at shutdown; everything else is
 released and the caching allocator's cache is emptied before exit. The leaking rank prints its truth line.
 """
@@ -15,7 +15,10 @@ import torch
 import torch.distributed as dist
 
 STEPS = 20
-KEEP_BYTES = 16 << 20
+# Larger than any block the step frees (the 16 MiB weight gradients, dropped by zero_grad each step): a kept
+# tensor of a gradient's size was served from that gradient's freed block, in a segment the backward pass had
+# allocated, and the leak showed under the gradient's stack.
+KEEP_BYTES = 64 << 20
 LEAK_RANK = int(os.environ.get("GMT_LEAK_RANK", "1"))
 
 
