@@ -26,7 +26,6 @@
 #include "recorder/guard.h"
 #include "recorder/module_map.h"
 #include "recorder/settings.h"
-#include "recorder/spin_then_lock.h"
 #include "recorder/stacks.h"
 #include "recorder/stop_reason.h"
 #include "recorder/trace_writer.h"
@@ -452,7 +451,7 @@ void record(EventRecord& event, bool take_stack) {
   if (stack) event.stack_id = cached_stack_id(r.stacks, *stack, hash);
 
   yield_to_fork(r);
-  std::unique_lock lock = spin_then_lock(r.mutex);  // app threads queue here: see spin_then_lock.h
+  std::unique_lock lock(r.mutex);
   HoldsRecorderLock holds;  // destroyed before `lock`: cleared while the mutex is still held
   if (r.disabled) return;
   // A thread that read the clock and then stalled before the lock (preempted: 76-214 ms measured on a loaded
