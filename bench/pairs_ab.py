@@ -45,6 +45,16 @@ def run(cli, bench, backend, trace, args, env_extra, options):
     return rows
 
 
+def expected_recording(blocks, pairs):
+    """What a run of bench/pairs_ab with recording on must hold: the allocations of its on blocks per API, and its
+    pauses. Per case: 4 warm-up blocks (on, off, on, off), then BLOCKS blocks half of them on, one pause per ABBA
+    quartet. Three cudaMallocAsync cases (the third on 8 threads at once, an eighth of the pairs each) and two
+    cudaMalloc ones, whose blocks have a quarter of the pairs."""
+    on_blocks = 2 + blocks // 2
+    allocations = {"cudaMallocAsync": 3 * on_blocks * pairs, "cudaMalloc": 2 * on_blocks * (pairs // 4)}
+    return allocations, 5 * (2 + blocks // 4)
+
+
 def smoke(build):
     """Every case prints its line, and the trace holds the on blocks' allocations exactly (pauses lose nothing
     and record nothing, also with 8 threads at once)."""
@@ -59,15 +69,14 @@ def smoke(build):
                                       "WHERE e.kind = 1 GROUP BY a.name"))
         pauses = int(db.execute("SELECT value FROM meta WHERE key = 'recording_pauses'").fetchone()[0])
         db.close()
-    on_blocks = 2 + blocks // 2  # two of the four warm-up blocks, and half of the rest
-    expected = {"cudaMallocAsync": 3 * on_blocks * pairs, "cudaMalloc": 2 * on_blocks * (pairs // 4)}
+    expected, expected_pauses = expected_recording(blocks, pairs)
     problems = []
     if len(rows) != 5 or not any(case.startswith("8 threads") for case in rows):
         problems.append(f"expected 5 cases, one on 8 threads: {sorted(rows)}")
     if allocations != expected:
         problems.append(f"allocations recorded {allocations}, expected {expected}")
-    if pauses != 5 * (2 + blocks // 4):
-        problems.append(f"recording_pauses {pauses}, expected {5 * (2 + blocks // 4)}")
+    if pauses != expected_pauses:
+        problems.append(f"recording_pauses {pauses}, expected {expected_pauses}")
     if problems:
         sys.exit("pairs_ab.py --smoke: " + "; ".join(problems))
     print(f"pairs_ab smoke: {len(rows)} cases, {sum(allocations.values())} allocations recorded as expected")

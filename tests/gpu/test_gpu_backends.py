@@ -14,6 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
 from gmt_e2e import (CLI, TraceDirTestCase, find_leak, marker_line, parse_truth, report_json,  # noqa: E402
                      run_cli, sample)
 from test_gpu_samples import SKIP, have_gpu, sanitizer_leaks, have_torch_cuda  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from pairs_ab import expected_recording  # noqa: E402
 
 BACKENDS = ("cupti", "hooks")
 SOURCE_OF = {"cupti": 2, "hooks": 3}  # schema Source codes
@@ -78,9 +80,8 @@ class BackendSamplesTest(TraceDirTestCase):
 
     def test_a_paused_process_records_nothing_and_every_call_after_resuming(self):
         # bench/pairs_ab switches recording off and on (gmt_set_recording_paused) between blocks of pairs; under
-        # cupti a pause also switches CUPTI's driver callbacks off (recorder/backend.h, switch_capture). Per case:
-        # 4 warm-up blocks (on, off, on, off), then BLOCKS blocks half of them on: the allocations recorded are
-        # exactly those of the on blocks, and every one of them is.
+        # cupti a pause also switches CUPTI's driver callbacks off (recorder/backend.h, switch_capture). The
+        # allocations recorded are exactly those of the on blocks, and every one of them is (expected_recording).
         blocks, pairs = 8, 256
         bench = os.path.join(os.environ["GMT_BUILD_DIR"], "bench", "pairs_ab")
         for backend in BACKENDS:
@@ -93,13 +94,10 @@ class BackendSamplesTest(TraceDirTestCase):
                                               "WHERE e.kind = 1 GROUP BY a.name"))
                 meta = dict(db.execute("SELECT key, value FROM meta"))
                 db.close()
-                on_blocks = 2 + blocks // 2
-                # Three cases of cudaMallocAsync (the third on 8 threads at once, an eighth of the pairs each) and
-                # two of cudaMalloc, whose blocks have a quarter of the pairs.
-                self.assertEqual(allocations.get("cudaMallocAsync"), 3 * on_blocks * pairs, allocations)
-                self.assertEqual(allocations.get("cudaMalloc"), 2 * on_blocks * (pairs // 4), allocations)
-                # Per case: two in the warm-up and one per ABBA quartet.
-                self.assertEqual(int(meta["recording_pauses"]), 5 * (2 + blocks // 4), meta)
+                expected, pauses = expected_recording(blocks, pairs)
+                self.assertEqual(allocations.get("cudaMallocAsync"), expected["cudaMallocAsync"], allocations)
+                self.assertEqual(allocations.get("cudaMalloc"), expected["cudaMalloc"], allocations)
+                self.assertEqual(int(meta["recording_pauses"]), pauses, meta)
 
     def test_samples_under_each_backend(self):
         for name in SAMPLES:
