@@ -27,7 +27,8 @@ void ensure_loaded();
 void create_recorder();
 
 // Appends one event. With `take_stack`, the caller's call stack is captured and interned first.
-// Cheap: no I/O, no SQLite; takes one lock briefly. Call only inside an active HookScope.
+// Cheap: no I/O, no SQLite, no lock but once per chunk of events and for a stack new to the process (the
+// thread's own buffer: recorder/event_buffers.h). Call only inside an active HookScope.
 void record(EventRecord& event, bool take_stack);
 
 // Appends events that someone else recorded earlier and hands over late, in batches (PyTorch's tensor blocks:
@@ -35,6 +36,9 @@ void record(EventRecord& event, bool take_stack);
 // their own: they never go backwards among such events, but they are not clamped against the hooks' events, which
 // they may precede by seconds (docs/trace-format.md: events_time_ordered holds per source). Cheap as record().
 void record_late(EventRecord* events, const RawStack* stacks, size_t count);
+
+// Threads whose event buffers are in use: those that recorded, less those that exited and were drained. For tests.
+size_t thread_buffers_in_use();
 
 // Sets a meta key with the next batch the writer writes (for keys that the in-process Python package keeps
 // current, e.g. tensor_blocks_overruns). A later value of the same key wins.

@@ -39,7 +39,7 @@ if ((in_process)); then
   fi
 fi
 # What runs inside the app, and the programs the in-process tests start (the simulated runtime included).
-in_process_targets=(gmt_preload gmt_simcudart gmt_recorder_stress gmt_fork_while_writing gmt_process_models
+in_process_targets=(gmt_preload gmt_simcudart gmt_recorder_stress gmt_recorder_order gmt_fork_while_writing gmt_process_models
                     gmt_library_lifetime_app gmt_python_package gmt_test_fake_torch_nvtx ipc_share
                     gmt_test_fake_free_threaded)
 
@@ -79,7 +79,7 @@ for kind in "${which[@]}"; do
       if ((in_process)); then
         configure_and_build "$asan_dir" "$flags" "${in_process_targets[@]}" gmt_sanitized_app_address \
           gmt_nvtx_unit_tests gmt_test_recording_injection gmt_test_nvtx_second_copy gmt_test_nvtx_copies \
-          gmt_unwind_tests
+          gmt_unwind_tests gmt_event_buffers_tests
         # html.*: they start chromium, which hangs under the preloaded ASan runtime, and test no in-process code.
         not_run=(-E 'NOT_BUILT|^sim_|e2e\.test_install|^html\.')
       else

@@ -22,64 +22,18 @@
 #include <thread>
 #include <vector>
 
-#include "recorder/guard.h"
 #include "recorder/recorder.h"
-#include "recorder/settings.h"
+#include "recorder_test_support.h"
 
 namespace {
 
-using gmt::recorder::EventRecord;
-using gmt::schema::Api;
 using gmt::schema::EventKind;
-using gmt::schema::MemoryKind;
 
-int g_failures = 0;
-
-void expect_eq(const char* what, int64_t got, int64_t want) {
-  if (got == want) return;
-  std::fprintf(stderr, "FAIL %s: got %lld, want %lld\n", what, static_cast<long long>(got),
-               static_cast<long long>(want));
-  ++g_failures;
-}
-
-int64_t query_int(const std::string& path, const char* sql) {
-  sqlite3* db = nullptr;
-  int64_t value = -1;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
-      value = sqlite3_column_int64(stmt, 0);
-    } else {
-      std::fprintf(stderr, "query failed: %s: %s\n", sql, sqlite3_errmsg(db));
-    }
-    sqlite3_finalize(stmt);
-  }
-  sqlite3_close(db);
-  return value;
-}
-
-void record_one(EventKind kind, uint64_t address, uint64_t size, bool take_stack) {
-  gmt::recorder::HookScope scope;  // as a hook would
-  if (!scope.active()) return;
-  EventRecord e;
-  e.time_ns = gmt::recorder::now_ns();
-  e.thread_id = gmt::recorder::current_thread_id();
-  e.kind = kind;
-  e.api = kind == EventKind::Alloc ? Api::cudaMalloc : Api::cudaFree;
-  e.memory_kind = MemoryKind::Device;
-  e.device = 0;
-  e.address = address;
-  e.size = size;
-  gmt::recorder::record(e, take_stack);
-}
-
-void use_trace(const std::string& path) {
-  unlink(path.c_str());
-  setenv("GMT_OUTPUT", path.c_str(), 1);
-  unsetenv("GMT_ROOT_PID");
-  gmt::recorder::load_settings_from_environment();
-}
+using gmt_test::expect_eq;
+using gmt_test::g_failures;
+using gmt_test::query_int;
+using gmt_test::record_one;
+using gmt_test::use_trace;
 
 int run_threads(const std::string& path, int threads, int pairs) {
   use_trace(path);

@@ -1,0 +1,185 @@
+#include "recorder/event_buffers.h"
+
+#include <algorithm>
+
+namespace gmt::recorder {
+
+EventBuffers::~EventBuffers() {
+  for (std::vector<ThreadBuffer*>* buffers : {&in_use_, &reusable_}) {
+    for (ThreadBuffer* b : *buffers) {
+      for (Chunk* c : b->full) delete c;
+      delete b->filling;
+      delete b;
+    }
+  }
+  for (Chunk* c : spare_) delete c;
+  for (Chunk* c : late_full_) delete c;
+  delete late_filling_;
+}
+
+Chunk* EventBuffers::take_spare_locked() {
+  if (spare_.empty()) return new Chunk;
+  Chunk* c = spare_.back();
+  spare_.pop_back();
+  return c;  // published is 0: reset when it was given back
+}
+
+ThreadBuffer* EventBuffers::register_thread_locked() {
+  ThreadBuffer* b;
+  if (!reusable_.empty()) {
+    b = reusable_.back();
+    reusable_.pop_back();
+    *b = ThreadBuffer{b->filling, 0, {}, false, 0};  // its chunk is empty: it was drained before reuse
+  } else {
+    b = new ThreadBuffer;
+    b->filling = take_spare_locked();
+  }
+  in_use_.push_back(b);
+  return b;
+}
+
+void EventBuffers::hand_over_locked(ThreadBuffer& buffer) {
+  buffer.full.push_back(buffer.filling);
+  ++full_chunks_;
+  buffer.filling = take_spare_locked();
+}
+
+void EventBuffers::append_late_locked(const EventRecord& event) {
+  if (!late_filling_) late_filling_ = take_spare_locked();
+  const uint32_t n = late_filling_->published.load(std::memory_order_relaxed);
+  late_filling_->events[n] = event;
+  late_filling_->published.store(n + 1, std::memory_order_relaxed);  // read under the same lock
+  if (n + 1 < kChunkEvents) return;
+  late_full_.push_back(late_filling_);
+  late_filling_ = nullptr;
+  ++full_chunks_;
+}
+
+void EventBuffers::snapshot_locked(std::vector<Source>& sources, size_t max_events) const {
+  sources.clear();
+  for (ThreadBuffer* b : in_use_) {
+    Source s;
+    s.buffer = b;
+    size_t budget = max_events;
+    uint32_t from = b->taken;
+    for (Chunk* c : b->full) {
+      if (budget == 0) break;
+      const size_t n = std::min<size_t>(kChunkEvents - from, budget);
+      if (n > 0) s.runs.push_back({c->events + from, c->events + from + n});
+      budget -= n;
+      from = 0;
+    }
+    if (budget > 0) {
+      const uint32_t published = b->filling->published.load(std::memory_order_acquire);
+      if (published > from) {
+        const size_t n = std::min<size_t>(published - from, budget);
+        s.runs.push_back({b->filling->events + from, b->filling->events + from + n});
+      }
+    }
+    if (!s.runs.empty()) sources.push_back(std::move(s));
+  }
+}
+
+void EventBuffers::merge(std::vector<Source>& sources, uint64_t watermark, size_t max_events,
+                         uint64_t& last_time_ns, std::vector<EventRecord>& out) {
+  // A min-heap of each source's next event, by (time, source): a thread's events are in time order already.
+  struct Head {
+    uint64_t time;
+    size_t source;
+    size_t run;
+    const EventRecord* at;
+  };
+  auto later = [](const Head& a, const Head& b) { return a.time != b.time ? a.time > b.time : a.source > b.source; };
+  std::vector<Head> heads;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    sources[s].taken = 0;
+    const auto& runs = sources[s].runs;
+    if (!runs.empty() && runs[0].begin->time_ns <= watermark) heads.push_back({runs[0].begin->time_ns, s, 0, runs[0].begin});
+  }
+  std::make_heap(heads.begin(), heads.end(), later);
+  for (size_t produced = 0; !heads.empty() && produced < max_events; ++produced) {
+    std::pop_heap(heads.begin(), heads.end(), later);
+    Head& h = heads.back();
+    EventRecord& e = out.emplace_back(*h.at);
+    if (e.time_ns < last_time_ns) {
+      e.time_ns = last_time_ns;
+    } else {
+      last_time_ns = e.time_ns;
+    }
+    Source& source = sources[h.source];
+    ++source.taken;
+    if (++h.at == source.runs[h.run].end) {
+      if (++h.run == source.runs.size()) {
+        heads.pop_back();
+        continue;
+      }
+      h.at = source.runs[h.run].begin;  // runs are never empty
+    }
+    if (h.at->time_ns > watermark) {
+      heads.pop_back();
+      continue;
+    }
+    h.time = h.at->time_ns;
+    std::push_heap(heads.begin(), heads.end(), later);
+  }
+}
+
+void EventBuffers::release_taken_locked(const std::vector<Source>& sources) {
+  for (const Source& s : sources) {
+    ThreadBuffer& b = *s.buffer;
+    size_t remaining = s.taken;
+    while (remaining > 0 && !b.full.empty()) {
+      const size_t step = std::min<size_t>(kChunkEvents - b.taken, remaining);
+      b.taken += static_cast<uint32_t>(step);
+      remaining -= step;
+      if (b.taken < kChunkEvents) break;
+      drop_oldest_full_locked(b);
+    }
+    b.taken += static_cast<uint32_t>(remaining);  // within the chunk being filled
+  }
+  // Chunks taken whole while still being filled, and handed over since; buffers of exited threads, drained.
+  for (size_t i = 0; i < in_use_.size();) {
+    ThreadBuffer& b = *in_use_[i];
+    if (!b.full.empty() && b.taken == kChunkEvents) {
+      drop_oldest_full_locked(b);
+      continue;
+    }
+    if (b.thread_exited && b.full.empty() && b.taken == b.filling->published.load(std::memory_order_relaxed)) {
+      b.filling->published.store(0, std::memory_order_relaxed);
+      b.taken = 0;
+      reusable_.push_back(&b);
+      in_use_[i] = in_use_.back();
+      in_use_.pop_back();
+      continue;
+    }
+    ++i;
+  }
+}
+
+void EventBuffers::take_late_locked(std::vector<Chunk*>& late) {
+  for (Chunk* c : late_full_) late.push_back(c);
+  full_chunks_ -= late_full_.size();
+  late_full_.clear();
+  if (late_filling_ && late_filling_->published.load(std::memory_order_relaxed) > 0) {
+    late.push_back(late_filling_);
+    late_filling_ = nullptr;
+  }
+}
+
+void EventBuffers::give_back_locked(const std::vector<Chunk*>& chunks) {
+  for (Chunk* c : chunks) give_back_locked(c);
+}
+
+void EventBuffers::give_back_locked(Chunk* chunk) {
+  chunk->published.store(0, std::memory_order_relaxed);
+  spare_.push_back(chunk);
+}
+
+void EventBuffers::drop_oldest_full_locked(ThreadBuffer& buffer) {
+  give_back_locked(buffer.full.front());
+  buffer.full.erase(buffer.full.begin());  // a handful of pointers, oldest first
+  --full_chunks_;
+  buffer.taken = 0;
+}
+
+}  // namespace gmt::recorder

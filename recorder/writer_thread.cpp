@@ -1,0 +1,367 @@
+// The writer thread: takes the app threads' events from their buffers (recorder/event_buffers.h), merged by
+// time, and writes them into the trace in transactions; and the final flush at exit (finish()). It is the only
+// consumer of the buffers (under write_mutex), and the only code in the process that touches SQLite.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "recorder/backend.h"
+#include "recorder/event_clock.h"
+#include "recorder/guard.h"
+#include "recorder/recorder.h"
+#include "recorder/recorder_state.h"
+#include "recorder/settings.h"
+#include "recorder/stop_reason.h"
+
+namespace gmt::recorder {
+namespace {
+
+using namespace detail;
+
+void write_backend_meta(Recorder& r) {
+  r.writer.set_meta(schema::meta::kBackend, backend_name(active_backend()));
+  std::string note = backend_note();
+  if (!note.empty()) r.writer.set_meta(schema::meta::kBackendNote, note);
+}
+
+// The devices named by the events written so far, as meta "devices" ("0,1"). Ordinals beyond 63 are not
+// tracked (no machine has that many GPUs per process today).
+void note_devices(Recorder& r, const EventRecord* events, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    int device = events[i].device;
+    if (device >= 0 && device < 64) r.devices_seen |= uint64_t{1} << device;
+  }
+}
+
+// How stacks were walked (recorder/fast_unwind.h), at exit; nothing when stacks were off.
+void write_stack_walk_meta(Recorder& r) {
+  const Settings& s = settings();
+  if (!s.take_stacks) return;
+  StackWalkCounts counts = stack_walk_counts();
+  r.writer.set_meta(schema::meta::kStackWalksLibunwind, std::to_string(counts.libunwind));
+  if (s.unwind != UnwindMode::Check) return;
+  r.writer.set_meta(schema::meta::kStackWalksChecked, std::to_string(counts.checked));
+  r.writer.set_meta(schema::meta::kStackWalkMismatches, std::to_string(counts.mismatches));
+}
+
+void write_devices_meta(Recorder& r) {
+  std::string list;
+  for (int d = 0; d < 64; ++d) {
+    if (r.devices_seen & (uint64_t{1} << d)) list += (list.empty() ? "" : ",") + std::to_string(d);
+  }
+  r.writer.set_meta(schema::meta::kDevices, list);
+  // The devices table: name, UUID, capacity and PCI bus of each device the first time an event names it, as
+  // the app thread that recorded that event described it (record()); a device it could not describe is tried
+  // here in the writer thread, again at the next new device and at exit.
+  std::vector<DeviceDescription> taken;
+  {
+    std::lock_guard descriptions_lock(r.descriptions_mutex);
+    taken.swap(r.descriptions);
+  }
+  for (const DeviceDescription& description : taken) {
+    const uint64_t bit = uint64_t{1} << description.ordinal;
+    if (r.devices_described & bit) continue;
+    r.writer.write_device(description);
+    r.devices_described |= bit;
+  }
+  for (int d = 0; d < 64; ++d) {
+    const uint64_t bit = uint64_t{1} << d;
+    if (!(r.devices_seen & bit) || (r.devices_described & bit)) continue;
+    DeviceDescription description;
+    if (!describe_device(d, description)) continue;
+    r.writer.write_device(description);
+    r.devices_described |= bit;
+  }
+}
+
+// Creates the trace file. Runs in the writer thread (or in finish() when the writer never ran).
+bool create_trace(Recorder& r) {
+  if (r.trace_created) return r.writer.is_open();
+  r.trace_created = true;
+  std::string path = trace_path_for_this_process();
+  r.trace_path = path;
+  std::string error;
+  if (!r.writer.create(path, error)) {
+    warn_once(error + "; the application continues without profiling");
+    return false;
+  }
+  const Settings& s = settings();
+  r.writer.set_meta(schema::meta::kPid, std::to_string(getpid()));
+  r.writer.set_meta(schema::meta::kParentPid, std::to_string(getppid()));
+  r.writer.set_meta(schema::meta::kCommandLine, command_line_of_this_process());
+  r.writer.set_meta(schema::meta::kHostname, host_name());
+  r.writer.set_meta(schema::meta::kStartUnixNs, std::to_string(s.start_unix_ns));
+  r.writer.set_meta(schema::meta::kStartMonotonicNs, std::to_string(s.start_monotonic_ns));
+  r.writer.set_meta(schema::meta::kSimulated, s.simulated ? "1" : "0");
+  r.writer.set_meta(schema::meta::kEventClock, event_clock_name());
+  write_backend_meta(r);
+  r.writer.set_meta(schema::meta::kToolVersion, GMT_VERSION);
+  r.writer.set_meta(schema::meta::kDroppedEvents, "0");
+  r.writer.set_meta(schema::meta::kEventsTimeOrdered, "1");
+  r.writer.set_meta(schema::meta::kComplete, "0");
+  r.writer.set_launch_meta(s.launch);
+  if (!s.registry_path.empty()) {
+    int fd = ::open(s.registry_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0) {
+      std::string line = path + "\n";  // one write with O_APPEND: lines of several processes never mix
+      ssize_t ignored = ::write(fd, line.data(), line.size());
+      (void)ignored;
+      ::close(fd);
+    }
+  }
+  return true;
+}
+
+// What a batch writes besides events: the back-pressure totals and the meta set since the last batch.
+struct BatchMeta {
+  uint64_t backpressure_waits = 0;  // the totals so far
+  uint64_t backpressure_wait_ns = 0;
+  std::vector<std::pair<std::string, std::string>> meta;
+};
+
+BatchMeta take_batch_meta_locked(Recorder& r) {
+  BatchMeta b;
+  b.backpressure_waits = r.backpressure_waits;
+  b.backpressure_wait_ns = r.backpressure_wait_ns;
+  b.meta.swap(r.pending_meta);
+  return b;
+}
+
+// One transaction's worth of the buffers: at most kEventsPerTransaction events stamped at or before the
+// watermark, merged by time (recorder/event_buffers.h), every late event, and the stacks new since the last
+// round. The stacks are taken after the events: a stack that an event names was interned before the event was
+// published, so it is among them.
+struct Round {
+  std::vector<EventBuffers::Source> sources;
+  std::vector<EventRecord> events;
+  std::vector<Chunk*> late;
+  std::vector<NewStack> stacks;
+};
+
+// Under write_mutex (one consumer at a time). The merge runs outside the recorder's lock: the slots it reads
+// are published and stay put until release_taken_locked gives their chunks back.
+void take_round(Recorder& r, uint64_t watermark, Round& round) {
+  {
+    std::lock_guard lock(r.mutex);
+    r.buffers.snapshot_locked(round.sources, kEventsPerTransaction);
+  }
+  round.events.clear();
+  EventBuffers::merge(round.sources, watermark, kEventsPerTransaction, r.last_written_time_ns, round.events);
+  std::lock_guard lock(r.mutex);
+  r.buffers.release_taken_locked(round.sources);
+  round.late.clear();
+  r.buffers.take_late_locked(round.late);
+  round.stacks = r.stacks.take_new_stacks();
+  r.chunk_written.notify_all();  // chunks went back: producers waiting under back-pressure go on
+}
+
+// Writes every event stamped at or before `watermark` (and every late event) as transactions of at most
+// kEventsPerTransaction events: the write lock is given back between them, so a fork (lock_for_fork) waits for
+// one transaction, not for a whole backlog (under back-pressure ~200k events, seconds of SQLite work). Modules
+// go in the first transaction (with `scan_modules`); stacks in the transaction of the first event that names
+// them, before it; a process killed in between leaves an exact prefix.
+// The first failure (a full disk, an I/O error) stops profiling for good: one warning, the failed
+// transaction is rolled back by closing the trace, and later events are dropped, so the trace keeps an exact
+// prefix of the run (every event up to the last good transaction) instead of a run with holes. Returns
+// false when profiling has stopped.
+bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
+  Round round;
+  std::vector<const EventRecord*> runs;
+  std::vector<size_t> lengths;
+  for (bool first = true;; first = false) {
+    yield_to_fork(r);
+    std::lock_guard write_lock(r.write_mutex);
+    if (r.write_failed) return false;
+    if (!r.writer.is_open() || r.disabled.load(std::memory_order_relaxed)) return true;
+    take_round(r, watermark, round);
+    runs.assign(1, round.events.data());
+    lengths.assign(1, round.events.size());
+    for (Chunk* c : round.late) {
+      runs.push_back(c->events);
+      lengths.push_back(c->published.load(std::memory_order_relaxed));
+    }
+    const uint64_t devices_before = r.devices_seen;
+    for (size_t i = 0; i < runs.size(); ++i) note_devices(r, runs[i], lengths[i]);
+    std::vector<Module> modules;
+    if (first && scan_modules) modules = r.modules.scan_new_modules();
+    const bool written = r.writer.write_batch(round.stacks, runs.data(), lengths.data(), runs.size(), modules);
+    {
+      std::lock_guard lock(r.mutex);
+      r.buffers.give_back_locked(round.late);
+      if (!written) {
+        r.disabled = true;  // record() drops events from now on; producers waiting under back-pressure go on
+        r.chunk_written.notify_all();
+      }
+    }
+    if (!written) {
+      r.write_failed = true;
+      warn_once("writing the trace '" + r.trace_path + "' failed (" + r.writer.last_error() +
+                "); profiling stopped: the trace keeps the events written before, and the application "
+                "continues");
+      r.writer.close();  // rolls the failed transaction back; every committed one stays readable
+      store_stop_reason(r.trace_path, stop_reason_for_write_error(r.writer.last_error()));
+      return false;
+    }
+    if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time
+    if (round.events.size() < kEventsPerTransaction) return true;  // nothing left at or before the watermark
+  }
+}
+
+bool write_batch_meta(Recorder& r, const BatchMeta& batch) {
+  if (batch.backpressure_waits == 0 && batch.meta.empty()) return true;
+  yield_to_fork(r);
+  std::lock_guard write_lock(r.write_mutex);
+  if (r.write_failed) return false;
+  if (!r.writer.is_open()) return true;
+  if (batch.backpressure_waits > 0) {
+    r.writer.set_meta(schema::meta::kBackpressureWaits, std::to_string(batch.backpressure_waits));
+    r.writer.set_meta(schema::meta::kBackpressureWaitNs, std::to_string(batch.backpressure_wait_ns));
+  }
+  for (const auto& [key, value] : batch.meta) r.writer.set_meta(key.c_str(), value);
+  return true;
+}
+
+// Until the consumer's watermark (its clock less kWatermarkLag) has passed `time_ns`: then every event stamped
+// up to then that must come before another one already written has been published long enough to be seen.
+void wait_for_watermark_to_pass(uint64_t time_ns) {
+  for (uint64_t now = now_ns(); now < time_ns + kWatermarkLag; now = now_ns()) {
+    const uint64_t left = time_ns + kWatermarkLag - now;
+    timespec pause{0, static_cast<long>(left)};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+// True when the writer has something to do before its next periodic batch.
+bool writer_has_work_locked(const Recorder& r) {
+  return r.stop_requested || r.buffers.full_chunks_locked() >= kFullChunksToWakeWriter ||
+         r.flush_requested.load(std::memory_order_acquire) != r.flush_done.load(std::memory_order_relaxed);
+}
+
+void writer_main(Recorder* r) {
+  block_hooks_in_this_thread();
+  bool ok;
+  {
+    std::lock_guard write_lock(r->write_mutex);
+    ok = create_trace(*r);
+  }
+  if (!ok) {
+    r->writer_serving.store(false, std::memory_order_release);
+    std::lock_guard lock(r->mutex);
+    r->disabled = true;
+    r->chunk_written.notify_all();
+    return;
+  }
+  for (;;) {
+    BatchMeta meta;
+    bool stop;
+    bool backlog;
+    uint64_t serving;  // the signal-flush tickets this batch answers
+    yield_to_fork(*r);
+    {
+      std::unique_lock lock(r->mutex);
+      auto deadline = std::chrono::steady_clock::now() + kFlushInterval;
+      while (!writer_has_work_locked(*r)) {
+        auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) break;
+        r->wake_writer.wait_for(lock, std::min<std::chrono::steady_clock::duration>(kSignalPollInterval,
+                                                                                    deadline - now));
+      }
+      serving = r->flush_requested.load(std::memory_order_acquire);
+      meta = take_batch_meta_locked(*r);
+      stop = r->stop_requested;
+    }
+    // A fatal-signal handler's flush must hold every event stamped before it asked, and the last batch every
+    // event stamped before the exit (finish() writes only what came after, on the exiting thread).
+    if (stop || serving != r->flush_done.load(std::memory_order_relaxed)) wait_for_watermark_to_pass(now_ns());
+    const uint64_t looked_at = now_ns();
+    bool written = write_until(*r, looked_at - kWatermarkLag, /*scan_modules=*/true) && write_batch_meta(*r, meta);
+    r->flush_done.store(serving, std::memory_order_release);
+    calibrate_event_clock();  // at most every 50 ms; the writer wakes at least every 200 ms
+    if (stop || !written) break;
+    {
+      std::lock_guard lock(r->mutex);
+      backlog = r->buffers.full_chunks_locked() >= kFullChunksToWakeWriter;
+    }
+    // Full chunks whose newest events were too new for this batch: taken once the watermark has passed the
+    // time this batch looked (waking again at once could find them still too new, and spin).
+    if (backlog) wait_for_watermark_to_pass(looked_at);
+  }
+  r->writer_serving.store(false, std::memory_order_release);
+}
+
+}  // namespace
+
+namespace detail {
+
+void warn_once(const std::string& message) {
+  // One line, written with write(2): no stdio buffering shared with the app.
+  std::string line = "gpumemtrace: " + message + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+void start_writer_locked(Recorder& r) {
+  r.writer_started = true;
+  r.writer_serving.store(true, std::memory_order_release);  // requests wait for it while it creates the trace
+  // The writer must never take a signal meant for the app: block all of them while creating it.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  r.writer_thread = std::thread(writer_main, &r);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+}  // namespace detail
+
+void finish(bool close) {
+  if (!g_recorder) return;
+  Recorder& r = *g_recorder;
+  HookScope scope;  // whatever SQLite or the loader do from here, the hooks stay out of it
+  std::thread writer;
+  {
+    std::lock_guard lock(r.mutex);
+    HoldsRecorderLock holds;
+    if (!r.writer_started) return;  // this process never touched CUDA: no trace of its own
+    r.stop_requested = true;
+    r.wake_writer.notify_one();
+    r.chunk_written.notify_all();
+    writer.swap(r.writer_thread);
+  }
+  if (writer.joinable()) writer.join();
+
+  // The writer has stopped: write what came after its last batch here, synchronously. First every event
+  // stamped before now, merged (the wait lets the watermark pass now: recorder/event_buffers.h); then whatever
+  // threads still running publish meanwhile, up to the last.
+  BatchMeta meta;
+  {
+    std::lock_guard lock(r.mutex);
+    HoldsRecorderLock holds;
+    meta = take_batch_meta_locked(r);
+  }
+  {
+    std::lock_guard write_lock(r.write_mutex);
+    if (!create_trace(r)) return;
+  }
+  const uint64_t now = now_ns();
+  wait_for_watermark_to_pass(now);
+  if (!write_until(r, now, /*scan_modules=*/true) || !write_until(r, UINT64_MAX, false) || !write_batch_meta(r, meta)) {
+    return;
+  }
+  std::lock_guard write_lock(r.write_mutex);
+  if (!r.writer.is_open()) return;
+  write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
+  write_devices_meta(r);
+  write_stack_walk_meta(r);
+  r.writer.set_meta(schema::meta::kEndMonotonicNs, std::to_string(now_ns()));
+  r.writer.set_meta(schema::meta::kComplete, "1");
+  if (!close) return;
+  r.writer.close();
+  std::lock_guard lock(r.mutex);  // under write_mutex: no consumer reads a buffer after this (hand_over_full_chunk)
+  r.disabled = true;
+}
+
+}  // namespace gmt::recorder
