@@ -43,7 +43,11 @@
   X(cuIpcOpenMemHandle)              \
   X(cuIpcOpenMemHandle_v2)           \
   X(cuIpcCloseMemHandle)             \
-  X(cuMemImportFromShareableHandle)
+  X(cuMemImportFromShareableHandle)  \
+  X(cuCtxDestroy_v2)                 \
+  X(cuDevicePrimaryCtxRelease_v2)    \
+  X(cuDevicePrimaryCtxReset_v2)      \
+  X(cuGreenCtxDestroy)
 
 // Driver functions the wrappers call but do not wrap: the device, context and free memory of an event.
 #define GMT_DRIVER_CALLS(X) \

@@ -4,6 +4,7 @@
 // otherwise record one event through recorder/driver_events.h, the same calls the CUPTI backend makes.
 // Allocations are recorded after they return (failures as failures), frees and other releases before the real
 // call: the address or handle can be reused by another thread the moment it returns (STYLE.md rule 5).
+#include <atomic>
 #include <optional>
 
 #include "interpose/backend_start.h"
@@ -28,13 +29,6 @@ constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 
 bool hooks_count() { return gmt::recorder::active_backend() == gmt::recorder::Backend::DriverHooks; }
 
-int16_t current_device() {
-  CUdevice device = -1;
-  auto get_device = GMT_DRIVER_REAL(cuCtxGetDevice);
-  if (get_device && get_device(&device) == CUDA_SUCCESS) return static_cast<int16_t>(device);
-  return -1;
-}
-
 uint64_t current_context() {
   CUcontext context = nullptr;
   auto get_current = GMT_DRIVER_REAL(cuCtxGetCurrent);
@@ -42,14 +36,58 @@ uint64_t current_context() {
   return 0;
 }
 
+// The device of the calling thread's current context, asked of the driver once per context and thread.
+// cuCtxGetDevice is what made a hooked event dear with 8 threads allocating at once on the H200 (1.46x of a
+// raw cudaMallocAsync pair with it, 1.10x without; cuCtxGetCurrent, still asked every time, costs nothing
+// there: docs/benchmarks.md). A context's device never changes, but its address can be reused once it is
+// destroyed: every destruction (the wrappers at "context destruction" below) counts itself in progress while
+// it runs, when no answer is kept or used, and moves the generation on when it is done, which makes every
+// answer kept before stale.
+std::atomic<uint32_t> g_context_destructions_running{0};
+std::atomic<uint64_t> g_context_generation{0};
+
+struct ContextDevice {
+  uint64_t context = 0;
+  uint64_t generation = 0;
+  int16_t device = -1;
+};
+thread_local ContextDevice t_context_device __attribute__((tls_model("initial-exec")));
+
+int16_t device_of_current_context(uint64_t context) {
+  if (context == 0) return -1;  // none current: the driver would say CUDA_ERROR_INVALID_CONTEXT
+  const bool settled = g_context_destructions_running.load(std::memory_order_acquire) == 0;
+  const uint64_t generation = g_context_generation.load(std::memory_order_acquire);
+  ContextDevice& kept = t_context_device;
+  if (settled && kept.context == context && kept.generation == generation) return kept.device;
+  CUdevice device = -1;
+  auto get_device = GMT_DRIVER_REAL(cuCtxGetDevice);
+  if (!get_device || get_device(&device) != CUDA_SUCCESS) return -1;
+  if (settled) kept = ContextDevice{context, generation, static_cast<int16_t>(device)};
+  return static_cast<int16_t>(device);
+}
+
+// Around every call that can destroy a context (see device_of_current_context).
+class ContextDestruction {
+ public:
+  ContextDestruction() { g_context_destructions_running.fetch_add(1, std::memory_order_acq_rel); }
+  ~ContextDestruction() {
+    g_context_generation.fetch_add(1, std::memory_order_acq_rel);
+    g_context_destructions_running.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  ContextDestruction(const ContextDestruction&) = delete;
+  ContextDestruction& operator=(const ContextDestruction&) = delete;
+};
+
 // `device` = -2: ask the current context (host-pinned memory has no device: no query).
 DriverCall make_call(Api api, CUresult result, MemoryKind kind, CUstream stream = nullptr, int device = -2) {
   DriverCall call;
   call.driver_api = api;
   call.source = gmt::schema::Source::DriverHook;
   call.result = static_cast<int32_t>(result);
-  call.device = device != -2 ? static_cast<int16_t>(device) : kind == MemoryKind::HostPinned ? -1 : current_device();
   call.context = current_context();
+  call.device = device != -2                     ? static_cast<int16_t>(device)
+                : kind == MemoryKind::HostPinned ? int16_t{-1}
+                                                 : device_of_current_context(call.context);
   call.stream = reinterpret_cast<uint64_t>(stream);
   return call;
 }
@@ -146,6 +184,39 @@ extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda
   CUresult result = real(symbol, pfn, cudaVersion, flags, symbolStatus);
   if (result == CUDA_SUCCESS && pfn && *pfn) *pfn = substitute(symbol, *pfn, cudaVersion, flags);
   return result;
+}
+
+// ---- context destruction -------------------------------------------------------------------------------
+// Passed through, and counted for the device cache (device_of_current_context): a primary context released for
+// the last time or reset is destroyed too. cuda.h maps the plain names to these versions; the unversioned
+// cuCtxDestroy of CUDA before 4.0 is not wrapped.
+
+extern "C" CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  auto real = GMT_DRIVER_REAL(cuCtxDestroy_v2);
+  if (!real) return kNoDriver;
+  ContextDestruction destruction;
+  return real(ctx);
+}
+
+extern "C" CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  auto real = GMT_DRIVER_REAL(cuDevicePrimaryCtxRelease_v2);
+  if (!real) return kNoDriver;
+  ContextDestruction destruction;
+  return real(dev);
+}
+
+extern "C" CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  auto real = GMT_DRIVER_REAL(cuDevicePrimaryCtxReset_v2);
+  if (!real) return kNoDriver;
+  ContextDestruction destruction;
+  return real(dev);
+}
+
+extern "C" CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
+  auto real = GMT_DRIVER_REAL(cuGreenCtxDestroy);
+  if (!real) return kNoDriver;
+  ContextDestruction destruction;
+  return real(hCtx);
 }
 
 // ---- allocations -------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ threads, managed and pinned memory, fork and exec) and report exactly what the p
 which compute-sanitizer's leak check confirms. Also PyTorch under its three allocator settings, and a run
 under compute-sanitizer (which holds CUPTI) falling back to the hooks. Skips (exit 77) without a GPU."""
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -204,6 +205,42 @@ class UnusualAppsTest(TraceDirTestCase):
                 self.assertEqual(report["totals"]["allocations"], 3)
                 holder = find_leak(report, "DeviceBufferHolder")
                 self.assertEqual((holder["bytes"], holder["count"]), (1 << 20, 1))
+
+
+class ContextCycleTest(TraceDirTestCase):
+    """Contexts destroyed and made again, by cuCtxDestroy and by cudaDeviceReset (samples/context_cycle.cu): every
+    allocation keeps its own context and that context's device, under each backend. The hooks ask the driver for
+    a context's device once and keep it until some context is destroyed (interpose/driver_hooks.cpp); a
+    destroyed context's address is often the next one's."""
+
+    MIB = 1 << 20
+
+    def test_each_allocation_names_its_context_and_its_device(self):
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                trace = self.path(f"context_cycle-{backend}.db")
+                result = run_cli("run", "--backend", backend, "-o", trace, "--", sample("context_cycle"))
+                self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+                printed = re.findall(r"^context (\S+) (0x[0-9a-f]+) allocations (\d+)$", result.stdout, re.M)
+                self.assertEqual([name for name, *_ in printed],
+                                 ["created0", "created1", "created2", "primary0", "primary1"], result.stdout)
+                expected = {}  # by address: a reused address holds the allocations of each context made there
+                for _, address, count in printed:
+                    expected[int(address, 16)] = expected.get(int(address, 16), 0) + int(count)
+                db = sqlite3.connect(trace)
+                rows = db.execute("SELECT context, device, count(*) FROM events WHERE kind = 1 AND size IN "
+                                  f"({self.MIB}, {2 * self.MIB}, {3 * self.MIB}, {4 * self.MIB}) "
+                                  "GROUP BY context, device").fetchall()
+                db.close()
+                self.assertEqual({(context, device): n for context, device, n in rows},
+                                 {(address, 0): n for address, n in expected.items()})
+                report = report_json(trace)
+                truth = parse_truth(result.stdout)[0]
+                self.assertEqual(report["totals"]["leaked_bytes"], truth["leaked_bytes"])
+                self.assertEqual(report["totals"]["unmatched_frees"], 0)
+                self.assertEqual(find_leak(report, "keep_last_buffer")["bytes"], 2 * self.MIB)
+                print(f"FIGURE context_cycle under {backend}: 5 contexts at {len(expected)} addresses, every "
+                      "allocation on its context's device")
 
 
 class CuptiRuntimeNamesTest(TraceDirTestCase):
