@@ -493,8 +493,8 @@ Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& options, 
     try {
       return analyze_events(trace, options, EventOrder::RecordingWindow, window, set);
     } catch (const EventsOutOfOrder&) {
-      // Rare: a thread stalled between its clock read and the recorder's lock for longer than the window, or
-      // a trace written in another order. Start over with a larger window, then with SQLite's sort.
+      // Rare: in a trace without events_time_ordered, a thread stalled between its clock read and the
+      // recorder's lock for longer than the window, or a trace written in another order. Start over with a larger window, then with SQLite's sort.
     }
   }
   return analyze_events(trace, options, EventOrder::SortedBySqlite, 1, set);

@@ -83,6 +83,8 @@ void EventBuffers::snapshot_locked(std::vector<Source>& sources, size_t max_even
 void EventBuffers::merge(std::vector<Source>& sources, uint64_t watermark, size_t max_events,
                          uint64_t& last_time_ns, std::vector<EventRecord>& out) {
   // A min-heap of each source's next event, by (time, source): a thread's events are in time order already.
+  // The source on top gives every event that sorts before the next source's head in one go: with one thread
+  // recording, or threads taking turns, that is whole runs without touching the heap.
   struct Head {
     uint64_t time;
     size_t source;
@@ -91,31 +93,48 @@ void EventBuffers::merge(std::vector<Source>& sources, uint64_t watermark, size_
   };
   auto later = [](const Head& a, const Head& b) { return a.time != b.time ? a.time > b.time : a.source > b.source; };
   std::vector<Head> heads;
+  heads.reserve(sources.size());
   for (size_t s = 0; s < sources.size(); ++s) {
     sources[s].taken = 0;
     const auto& runs = sources[s].runs;
     if (!runs.empty() && runs[0].begin->time_ns <= watermark) heads.push_back({runs[0].begin->time_ns, s, 0, runs[0].begin});
   }
   std::make_heap(heads.begin(), heads.end(), later);
-  for (size_t produced = 0; !heads.empty() && produced < max_events; ++produced) {
+  size_t room = max_events;
+  while (!heads.empty() && room > 0) {
     std::pop_heap(heads.begin(), heads.end(), later);
     Head& h = heads.back();
-    EventRecord& e = out.emplace_back(*h.at);
-    if (e.time_ns < last_time_ns) {
-      e.time_ns = last_time_ns;
-    } else {
-      last_time_ns = e.time_ns;
-    }
     Source& source = sources[h.source];
-    ++source.taken;
-    if (++h.at == source.runs[h.run].end) {
+    // Events of this source go first while they sort before the next head (ties: the lower source first).
+    uint64_t bound = watermark;
+    bool bound_inclusive = true;
+    if (heads.size() > 1 && heads.front().time <= watermark) {
+      bound = heads.front().time;
+      bound_inclusive = h.source < heads.front().source;
+    }
+    bool more = true;  // the source has events left
+    for (;;) {
+      const EventRecord* end = source.runs[h.run].end;
+      const EventRecord* at = h.at;
+      while (at != end && room > 0 && (at->time_ns < bound || (bound_inclusive && at->time_ns == bound))) {
+        EventRecord& e = out.emplace_back(*at++);
+        if (e.time_ns < last_time_ns) {
+          e.time_ns = last_time_ns;
+        } else {
+          last_time_ns = e.time_ns;
+        }
+        --room;
+      }
+      source.taken += static_cast<size_t>(at - h.at);
+      h.at = at;
+      if (at != end) break;
       if (++h.run == source.runs.size()) {
-        heads.pop_back();
-        continue;
+        more = false;
+        break;
       }
       h.at = source.runs[h.run].begin;  // runs are never empty
     }
-    if (h.at->time_ns > watermark) {
+    if (!more || h.at->time_ns > watermark) {
       heads.pop_back();
       continue;
     }

@@ -40,6 +40,17 @@ constexpr size_t kFullChunksToWakeWriter = kEventsPerTransaction / kChunkEvents;
 // handler cannot wake a condition variable safely, so the writer polls an atomic between its 200 ms batches.
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(10);
 
+// One transaction's worth of the buffers: at most kEventsPerTransaction events stamped at or before the
+// watermark, merged by time (recorder/event_buffers.h), every late event, and the stacks new since the last
+// round. The stacks are taken after the events: a stack that an event names was interned before the event was
+// published, so it is among them.
+struct WriteRound {
+  std::vector<EventBuffers::Source> sources;
+  std::vector<EventRecord> events;
+  std::vector<Chunk*> late;
+  std::vector<NewStack> stacks;
+};
+
 // All mutable state of the recorder, in one object that is never destroyed (static destructors of the app
 // and of other libraries may still call into the hooks after ours would have run). A forked child gets a
 // fresh one and leaks the parent's, whose locks may have been held by threads that do not exist there.
@@ -68,6 +79,7 @@ struct Recorder {
   // child inherits no half-write. Taken before `mutex`, never after.
   std::mutex write_mutex;
   uint64_t last_written_time_ns = 0;  // under write_mutex: the time of the last event written (merge())
+  WriteRound round;  // under write_mutex: kept between batches, so that its buffers are allocated once
 
   // fork must get both locks even while producers and the writer take them back to back (std::mutex is not
   // fair: measured, a fork under a flood of events waited 2-40 s). lock_for_fork holds fork_gate and raises

@@ -131,20 +131,9 @@ BatchMeta take_batch_meta_locked(Recorder& r) {
   return b;
 }
 
-// One transaction's worth of the buffers: at most kEventsPerTransaction events stamped at or before the
-// watermark, merged by time (recorder/event_buffers.h), every late event, and the stacks new since the last
-// round. The stacks are taken after the events: a stack that an event names was interned before the event was
-// published, so it is among them.
-struct Round {
-  std::vector<EventBuffers::Source> sources;
-  std::vector<EventRecord> events;
-  std::vector<Chunk*> late;
-  std::vector<NewStack> stacks;
-};
-
 // Under write_mutex (one consumer at a time). The merge runs outside the recorder's lock: the slots it reads
 // are published and stay put until release_taken_locked gives their chunks back.
-void take_round(Recorder& r, uint64_t watermark, Round& round) {
+void take_round(Recorder& r, uint64_t watermark, WriteRound& round) {
   {
     std::lock_guard lock(r.mutex);
     r.buffers.snapshot_locked(round.sources, kEventsPerTransaction);
@@ -169,7 +158,7 @@ void take_round(Recorder& r, uint64_t watermark, Round& round) {
 // prefix of the run (every event up to the last good transaction) instead of a run with holes. Returns
 // false when profiling has stopped.
 bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
-  Round round;
+  WriteRound& round = r.round;
   std::vector<const EventRecord*> runs;
   std::vector<size_t> lengths;
   for (bool first = true;; first = false) {
