@@ -191,33 +191,18 @@ extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda
 // the last time or reset is destroyed too. cuda.h maps the plain names to these versions; the unversioned
 // cuCtxDestroy of CUDA before 4.0 is not wrapped.
 
-extern "C" CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  auto real = GMT_DRIVER_REAL(cuCtxDestroy_v2);
-  if (!real) return kNoDriver;
-  ContextDestruction destruction;
-  return real(ctx);
-}
-
-extern "C" CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  auto real = GMT_DRIVER_REAL(cuDevicePrimaryCtxRelease_v2);
-  if (!real) return kNoDriver;
-  ContextDestruction destruction;
-  return real(dev);
-}
-
-extern "C" CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  auto real = GMT_DRIVER_REAL(cuDevicePrimaryCtxReset_v2);
-  if (!real) return kNoDriver;
-  ContextDestruction destruction;
-  return real(dev);
-}
-
-extern "C" CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
-  auto real = GMT_DRIVER_REAL(cuGreenCtxDestroy);
-  if (!real) return kNoDriver;
-  ContextDestruction destruction;
-  return real(hCtx);
-}
+#define GMT_DRIVER_CONTEXT_DESTRUCTION(name, Param)  \
+  extern "C" CUresult name(Param argument) {          \
+    auto real = GMT_DRIVER_REAL(name);                \
+    if (!real) return kNoDriver;                      \
+    ContextDestruction destruction;                   \
+    return real(argument);                            \
+  }
+GMT_DRIVER_CONTEXT_DESTRUCTION(cuCtxDestroy_v2, CUcontext)
+GMT_DRIVER_CONTEXT_DESTRUCTION(cuDevicePrimaryCtxRelease_v2, CUdevice)
+GMT_DRIVER_CONTEXT_DESTRUCTION(cuDevicePrimaryCtxReset_v2, CUdevice)
+GMT_DRIVER_CONTEXT_DESTRUCTION(cuGreenCtxDestroy, CUgreenCtx)
+#undef GMT_DRIVER_CONTEXT_DESTRUCTION
 
 // ---- allocations -------------------------------------------------------------------------------------------
 
