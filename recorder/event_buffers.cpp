@@ -44,15 +44,16 @@ void EventBuffers::hand_over_locked(ThreadBuffer& buffer) {
   buffer.filling = take_spare_locked();
 }
 
-void EventBuffers::append_late_locked(const EventRecord& event) {
+bool EventBuffers::append_late_locked(const EventRecord& event) {
   if (!late_filling_) late_filling_ = take_spare_locked();
   const uint32_t n = late_filling_->published.load(std::memory_order_relaxed);
   late_filling_->events[n] = event;
   late_filling_->published.store(n + 1, std::memory_order_relaxed);  // read under the same lock
-  if (n + 1 < kChunkEvents) return;
+  if (n + 1 < kChunkEvents) return false;
   late_full_.push_back(late_filling_);
   late_filling_ = nullptr;
   ++full_chunks_;
+  return true;
 }
 
 void EventBuffers::snapshot_locked(std::vector<Source>& sources, size_t max_events) const {

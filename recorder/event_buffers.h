@@ -89,8 +89,9 @@ class EventBuffers {
   static void discard_locked(ThreadBuffer& buffer) { buffer.filling->published.store(0, std::memory_order_relaxed); }
 
   // Events that arrive late with times of their own (record_late): kept apart, in arrival order, never
-  // merged by time with the rest (their times may be seconds old). Under the lock.
-  void append_late_locked(const EventRecord& event);
+  // merged by time with the rest (their times may be seconds old). Under the lock. True when a chunk of them is
+  // now full (counted in full_chunks_locked).
+  bool append_late_locked(const EventRecord& event);
   // Full chunks waiting for the consumer, late ones included: the measure of back-pressure.
   size_t full_chunks_locked() const { return full_chunks_; }
 

@@ -31,10 +31,12 @@ thread_local ThreadBuffer* t_buffer __attribute__((tls_model("initial-exec"))) =
 pthread_key_t g_thread_exit_key;
 bool g_thread_exit_key_made = false;
 
-// Back-pressure instead of loss: past kMaxPendingChunks full chunks, the app thread waits (the lock released)
-// until the writer has taken some. Only while a writer thread is there to drain them. Counted, and written into
-// the trace with the next batch: never silent.
-void wait_while_backlogged_locked(Recorder& r, std::unique_lock<std::mutex>& lock) {
+// A chunk was just queued full (a thread's, or the late events'): the writer is woken at one transaction's
+// worth. Back-pressure instead of loss: past kMaxPendingChunks full chunks, the app thread waits (the lock
+// released) until the writer has taken some. Only while a writer thread is there to drain them. Counted, and
+// written into the trace with the next batch: never silent.
+void chunk_filled_locked(Recorder& r, std::unique_lock<std::mutex>& lock) {
+  if (r.buffers.full_chunks_locked() == kFullChunksToWakeWriter) r.wake_writer.notify_one();
   if (r.buffers.full_chunks_locked() <= kMaxPendingChunks || r.stop_requested) return;
   t_holds_recorder_lock = false;  // the wait releases the mutex
   uint64_t wait_start = now_ns();
@@ -57,8 +59,7 @@ void hand_over_full_chunk(Recorder& r, ThreadBuffer& buffer) {
     return;
   }
   r.buffers.hand_over_locked(buffer);
-  if (r.buffers.full_chunks_locked() == kFullChunksToWakeWriter) r.wake_writer.notify_one();
-  wait_while_backlogged_locked(r, lock);
+  chunk_filled_locked(r, lock);
 }
 
 // The thread has exited (the key's destructor, with the buffer as its value): its buffer is reused once drained.
@@ -193,11 +194,7 @@ void record_late(EventRecord* events, const RawStack* stacks, size_t count) {
     // Converted from another clock by the caller: never before the process started.
     event.time_ns = keep_order(std::max(event.time_ns, settings().start_monotonic_ns), r.last_late_time_ns);
     event.stack_id = stacks[i].depth > 0 ? r.stacks.intern(stacks[i]) : 0;
-    const size_t full_before = r.buffers.full_chunks_locked();
-    r.buffers.append_late_locked(event);
-    if (r.buffers.full_chunks_locked() == full_before) continue;
-    if (r.buffers.full_chunks_locked() == kFullChunksToWakeWriter) r.wake_writer.notify_one();
-    wait_while_backlogged_locked(r, lock);
+    if (r.buffers.append_late_locked(event)) chunk_filled_locked(r, lock);
   }
 }
 
