@@ -17,6 +17,7 @@
 #include "cupti/cupti_loader.h"
 #include "cupti/runtime_naming.h"
 #include "recorder/backend.h"
+#include "recorder/cache_hints.h"
 #include "recorder/driver_events.h"
 #include "recorder/guard.h"
 
@@ -47,7 +48,7 @@ struct DeviceCache {
 };
 thread_local DeviceCache t_device_cache __attribute__((tls_model("initial-exec")));
 
-int16_t device_of_context(const Call& c) {
+GMT_HOT int16_t device_of_context(const Call& c) {
   if (!c.data.context) return -1;  // no context current: nothing to ask
   const uint32_t uid = c.data.contextUid;
   if (uid != 0 && t_device_cache.context_uid == uid) return t_device_cache.device;
@@ -64,7 +65,7 @@ int16_t device_of_location(const Call& c, const CUmemLocation* location) {
   return location->type == CU_MEM_LOCATION_TYPE_DEVICE ? static_cast<int16_t>(location->id) : int16_t{-1};
 }
 
-DriverCall driver_call(const Call& c, int16_t device, CUstream stream = nullptr) {
+GMT_HOT DriverCall driver_call(const Call& c, int16_t device, CUstream stream = nullptr) {
   DriverCall call;
   // make_event prefers recorder::current_runtime_api() (set by the cudart hooks); ours is the fallback for
   // runtimes the hooks cannot see (runtime_naming.h).
@@ -93,7 +94,7 @@ uint64_t out_value(const Call& c, T* out) {
 // The device's free and total memory right after an out-of-memory failure. cuMemGetInfo_v2 raises no
 // callback of ours (it is not enabled, and the HookScope held here makes any nested callback a no-op). Only
 // after CUDA_ERROR_OUT_OF_MEMORY: after other errors the context may be unusable.
-std::optional<DeviceMemoryInfo> memory_after_failure(const Call& c, MemoryKind kind) {
+GMT_HOT std::optional<DeviceMemoryInfo> memory_after_failure(const Call& c, MemoryKind kind) {
   if (c.result != CUDA_ERROR_OUT_OF_MEMORY || kind == MemoryKind::HostPinned) return std::nullopt;
   if (!c.table->cuMemGetInfo_v2 || !c.data.context) return std::nullopt;
   size_t free_bytes = 0, total_bytes = 0;
@@ -102,7 +103,7 @@ std::optional<DeviceMemoryInfo> memory_after_failure(const Call& c, MemoryKind k
 }
 
 // At exit: Alloc (result 0) or AllocFailed (size = the request).
-void alloc(const Call& c, MemoryKind kind, uint64_t address, uint64_t size, CUstream stream = nullptr,
+GMT_HOT void alloc(const Call& c, MemoryKind kind, uint64_t address, uint64_t size, CUstream stream = nullptr,
            uint64_t pool = 0) {
   if (c.data.callbackSite != CUPTI_API_EXIT) return;
   note_allocation(recorder::current_runtime_api() != Api::Unknown);
@@ -112,7 +113,7 @@ void alloc(const Call& c, MemoryKind kind, uint64_t address, uint64_t size, CUst
 }
 
 // At entry, before the real free runs.
-void free_at_entry(const Call& c, MemoryKind kind, uint64_t address, CUstream stream = nullptr) {
+GMT_HOT void free_at_entry(const Call& c, MemoryKind kind, uint64_t address, CUstream stream = nullptr) {
   if (c.data.callbackSite != CUPTI_API_ENTER || address == 0) return;
   int16_t device = kind == MemoryKind::HostPinned ? int16_t{-1} : device_of_context(c);
   recorder::record_driver_free(driver_call(c, device, stream), kind, address);
@@ -133,7 +134,7 @@ const Params& params(const Call& c) {
   return *static_cast<const Params*>(c.data.functionParams);
 }
 
-void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, const CuptiTable* table) {
+GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, const CuptiTable* table) {
   if (!data.functionParams) return;
   int32_t result = 0;
   if (data.callbackSite == CUPTI_API_EXIT) {
@@ -266,7 +267,7 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, const Cupt
 
 }  // namespace
 
-void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+GMT_HOT void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                           const void* cbdata) {
   // First, always: our own CUDA calls (cuMemGetInfo below, the recorder's), and callbacks nested in them or
   // in our hooks, record nothing.

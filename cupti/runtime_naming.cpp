@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cupti/cupti_callbacks.h"
+#include "recorder/cache_hints.h"
 
 namespace gmt::cupti {
 namespace {
@@ -68,7 +69,7 @@ void start_runtime_naming(const CuptiTable* table, CUpti_SubscriberHandle subscr
   g_phase.store(forced && *forced == '1' ? kForced : kOn, std::memory_order_release);
 }
 
-void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData& data, bool active) {
+GMT_HOT void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData& data, bool active) {
   if (data.callbackSite == CUPTI_API_ENTER) {
     const uint8_t phase = g_phase.load(std::memory_order_relaxed);
     if (!active || !enabled(phase) || runtime_call_in_progress() != Api::Unknown) return;

@@ -7,6 +7,7 @@
 
 #include "cupti/cupti_backend.h"
 #include "recorder/backend.h"
+#include "recorder/cache_hints.h"
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
 
@@ -62,14 +63,19 @@ void decide_and_prepare_stacks() {
 
 }  // namespace
 
-void ensure_backend_started() {
-  if (recorder::active_backend() != Backend::Undecided || t_deciding) return;
+// The first hook's work, kept out of the per-call check below.
+GMT_COLD void start_backend() {
   static std::mutex mutex;  // other threads wait until the first one has decided
   std::lock_guard lock(mutex);
   if (recorder::active_backend() != Backend::Undecided) return;
   t_deciding = true;
   decide_and_prepare_stacks();
   t_deciding = false;
+}
+
+GMT_HOT void ensure_backend_started() {
+  if (recorder::active_backend() != Backend::Undecided || t_deciding) return;
+  start_backend();
 }
 
 }  // namespace gmt::interpose

@@ -13,6 +13,7 @@
 #include "interpose/hook_table.h"
 #include "recorder/caller_stack.h"
 #include "recorder/backend.h"
+#include "recorder/cache_hints.h"
 #include "recorder/driver_queries.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
@@ -38,7 +39,7 @@ using gmt::schema::MemoryKind;
 // What a hook returns when no CUDA runtime is loaded behind it (only reachable through dlsym tricks).
 constexpr cudaError_t kNoRuntime = cudaErrorInitializationError;
 
-EventRecord make_event(EventKind kind, Api api, MemoryKind memory_kind, cudaStream_t stream) {
+GMT_HOT EventRecord make_event(EventKind kind, Api api, MemoryKind memory_kind, cudaStream_t stream) {
   EventRecord e;
   e.time_ns = gmt::recorder::now_ns();
   e.thread_id = gmt::recorder::current_thread_id();
@@ -49,14 +50,14 @@ EventRecord make_event(EventKind kind, Api api, MemoryKind memory_kind, cudaStre
   return e;
 }
 
-int16_t current_device() {
+GMT_HOT int16_t current_device() {
   int device = -1;
   auto get_device = GMT_REAL(cudaGetDevice);
   if (get_device && get_device(&device) == cudaSuccess) return static_cast<int16_t>(device);
   return -1;
 }
 
-void record_allocation(Api api, MemoryKind memory_kind, cudaError_t result, const void* address, size_t size,
+GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t result, const void* address, size_t size,
                        cudaStream_t stream = nullptr) {
   EventRecord e = make_event(result == cudaSuccess ? EventKind::Alloc : EventKind::AllocFailed, api, memory_kind,
                              stream);
@@ -79,7 +80,7 @@ void record_allocation(Api api, MemoryKind memory_kind, cudaError_t result, cons
   gmt::recorder::record(e, /*take_stack=*/true);
 }
 
-void record_free(Api api, MemoryKind memory_kind, const void* address, cudaStream_t stream = nullptr) {
+GMT_HOT void record_free(Api api, MemoryKind memory_kind, const void* address, cudaStream_t stream = nullptr) {
   EventRecord e = make_event(EventKind::Free, api, memory_kind, stream);
   e.address = reinterpret_cast<uint64_t>(address);
   e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
@@ -120,7 +121,7 @@ void record_ipc_close(const void* address) {
 // `api` is the id recorded: the _ptsz twins record under the plain call's id, since to the user they are the
 // same call.
 #define GMT_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, params, args) \
-  extern "C" cudaError_t name params {                                                   \
+  extern "C" GMT_HOT cudaError_t name params {                                           \
     auto real = GMT_REAL(name);                                                          \
     if (!real) return kNoRuntime;                                                        \
     gmt::interpose::ensure_backend_started();                                            \
@@ -164,7 +165,7 @@ GMT_ALLOC_HOOK_AS(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, MemoryK
 // ---- frees -------------------------------------------------------------------------------------------------
 
 #define GMT_FREE_HOOK(name, api, memory_kind, ptr_name, stream_expr, params, args) \
-  extern "C" cudaError_t name params {                                          \
+  extern "C" GMT_HOT cudaError_t name params {                                  \
     auto real = GMT_REAL(name);                                                 \
     if (!real) return kNoRuntime;                                               \
     gmt::interpose::ensure_backend_started();                                   \

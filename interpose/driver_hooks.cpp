@@ -11,6 +11,7 @@
 #include "interpose/driver_api.h"
 #include "interpose/driver_hook_table.h"
 #include "recorder/backend.h"
+#include "recorder/cache_hints.h"
 #include "recorder/driver_events.h"
 #include "recorder/guard.h"
 
@@ -27,9 +28,9 @@ using gmt::schema::MemoryKind;
 // (dlsym(RTLD_DEFAULT, ...) finds them first) in a process where libcuda.so.1 cannot be loaded.
 constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 
-bool hooks_count() { return gmt::recorder::active_backend() == gmt::recorder::Backend::DriverHooks; }
+GMT_HOT bool hooks_count() { return gmt::recorder::active_backend() == gmt::recorder::Backend::DriverHooks; }
 
-uint64_t current_context() {
+GMT_HOT uint64_t current_context() {
   CUcontext context = nullptr;
   auto get_current = GMT_DRIVER_REAL(cuCtxGetCurrent);
   if (get_current && get_current(&context) == CUDA_SUCCESS) return reinterpret_cast<uint64_t>(context);
@@ -53,7 +54,7 @@ struct ContextDevice {
 };
 thread_local ContextDevice t_context_device __attribute__((tls_model("initial-exec")));
 
-int16_t device_of_current_context(uint64_t context) {
+GMT_HOT int16_t device_of_current_context(uint64_t context) {
   if (context == 0) return -1;  // none current: the driver would say CUDA_ERROR_INVALID_CONTEXT
   const bool settled = g_context_destructions_running.load(std::memory_order_acquire) == 0;
   const uint64_t generation = g_context_generation.load(std::memory_order_acquire);
@@ -79,7 +80,7 @@ class ContextDestruction {
 };
 
 // `device` = -2: ask the current context (host-pinned memory has no device: no query).
-DriverCall make_call(Api api, CUresult result, MemoryKind kind, CUstream stream = nullptr, int device = -2) {
+GMT_HOT DriverCall make_call(Api api, CUresult result, MemoryKind kind, CUstream stream = nullptr, int device = -2) {
   DriverCall call;
   call.driver_api = api;
   call.source = gmt::schema::Source::DriverHook;
@@ -98,7 +99,7 @@ int device_of(const CUmemLocation& location) {
 
 // OOM forensics: what the device said was free right after an out-of-memory error. Only then: after other
 // errors the context may be unusable.
-std::optional<DeviceMemoryInfo> memory_after_oom(CUresult result, MemoryKind kind) {
+GMT_HOT std::optional<DeviceMemoryInfo> memory_after_oom(CUresult result, MemoryKind kind) {
   if (result != CUDA_ERROR_OUT_OF_MEMORY || kind == MemoryKind::HostPinned) return std::nullopt;
   size_t free_bytes = 0, total_bytes = 0;
   auto get_info = GMT_DRIVER_REAL(cuMemGetInfo_v2);
@@ -112,13 +113,13 @@ uint64_t written(CUresult result, void* const* out) {
   return result == CUDA_SUCCESS && out ? reinterpret_cast<uint64_t>(*out) : 0;
 }
 
-void record_alloc(Api api, MemoryKind kind, CUresult result, uint64_t address, uint64_t size,
+GMT_HOT void record_alloc(Api api, MemoryKind kind, CUresult result, uint64_t address, uint64_t size,
                   CUstream stream = nullptr, CUmemoryPool pool = nullptr) {
   gmt::recorder::record_driver_alloc(make_call(api, result, kind, stream), kind, address, size,
                                      reinterpret_cast<uint64_t>(pool), memory_after_oom(result, kind));
 }
 
-void record_free(Api api, MemoryKind kind, uint64_t address, CUstream stream = nullptr) {
+GMT_HOT void record_free(Api api, MemoryKind kind, uint64_t address, CUstream stream = nullptr) {
   if (address == 0) return;  // freeing null is a no-op: skip the driver queries too
   gmt::recorder::record_driver_free(make_call(api, CUDA_SUCCESS, kind, stream), kind, address);
 }
@@ -206,7 +207,7 @@ GMT_DRIVER_CONTEXT_DESTRUCTION(cuGreenCtxDestroy, CUgreenCtx)
 
 // ---- allocations -------------------------------------------------------------------------------------------
 
-extern "C" CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+extern "C" GMT_HOT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   GMT_DRIVER_PROLOGUE(cuMemAlloc_v2, (dptr, bytesize));
   CUresult result = real(dptr, bytesize);
   record_alloc(Api::cuMemAlloc, MemoryKind::Device, result, written(result, dptr), bytesize);
@@ -214,7 +215,7 @@ extern "C" CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 }
 
 // Accounted at the granted size (pitch x rows), which is what the device holds; a failure at the request.
-extern "C" CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
+extern "C" GMT_HOT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                                        unsigned int ElementSizeBytes) {
   GMT_DRIVER_PROLOGUE(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
   CUresult result = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
@@ -223,21 +224,21 @@ extern "C" CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t
   return result;
 }
 
-extern "C" CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+extern "C" GMT_HOT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   GMT_DRIVER_PROLOGUE(cuMemAllocManaged, (dptr, bytesize, flags));
   CUresult result = real(dptr, bytesize, flags);
   record_alloc(Api::cuMemAllocManaged, MemoryKind::Managed, result, written(result, dptr), bytesize);
   return result;
 }
 
-extern "C" CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+extern "C" GMT_HOT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
   GMT_DRIVER_PROLOGUE(cuMemAllocHost_v2, (pp, bytesize));
   CUresult result = real(pp, bytesize);
   record_alloc(Api::cuMemAllocHost, MemoryKind::HostPinned, result, written(result, pp), bytesize);
   return result;
 }
 
-extern "C" CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+extern "C" GMT_HOT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
   GMT_DRIVER_PROLOGUE(cuMemHostAlloc, (pp, bytesize, Flags));
   CUresult result = real(pp, bytesize, Flags);
   record_alloc(Api::cuMemHostAlloc, MemoryKind::HostPinned, result, written(result, pp), bytesize);
@@ -246,7 +247,7 @@ extern "C" CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flag
 
 // The _ptsz twins record under the plain call's id: to the user they are the same call.
 #define GMT_DRIVER_ALLOC_ASYNC(name)                                                                        \
-  extern "C" CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {                          \
+  extern "C" GMT_HOT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {                          \
     GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, hStream));                                                   \
     CUresult result = real(dptr, bytesize, hStream);                                                        \
     record_alloc(Api::cuMemAllocAsync, MemoryKind::Device, result, written(result, dptr), bytesize, hStream); \
@@ -256,7 +257,7 @@ GMT_DRIVER_ALLOC_ASYNC(cuMemAllocAsync)
 GMT_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
 
 #define GMT_DRIVER_ALLOC_FROM_POOL(name)                                                                   \
-  extern "C" CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {      \
+  extern "C" GMT_HOT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {      \
     GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, pool, hStream));                                            \
     CUresult result = real(dptr, bytesize, pool, hStream);                                                 \
     record_alloc(Api::cuMemAllocFromPoolAsync, MemoryKind::Device, result, written(result, dptr), bytesize, \
@@ -268,20 +269,20 @@ GMT_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
 
 // ---- frees -------------------------------------------------------------------------------------------------
 
-extern "C" CUresult cuMemFree_v2(CUdeviceptr dptr) {
+extern "C" GMT_HOT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   GMT_DRIVER_PROLOGUE(cuMemFree_v2, (dptr));
   record_free(Api::cuMemFree, MemoryKind::Device, dptr);
   return real(dptr);
 }
 
-extern "C" CUresult cuMemFreeHost(void* p) {
+extern "C" GMT_HOT CUresult cuMemFreeHost(void* p) {
   GMT_DRIVER_PROLOGUE(cuMemFreeHost, (p));
   record_free(Api::cuMemFreeHost, MemoryKind::HostPinned, reinterpret_cast<uint64_t>(p));
   return real(p);
 }
 
 #define GMT_DRIVER_FREE_ASYNC(name)                                            \
-  extern "C" CUresult name(CUdeviceptr dptr, CUstream hStream) {               \
+  extern "C" GMT_HOT CUresult name(CUdeviceptr dptr, CUstream hStream) {               \
     GMT_DRIVER_PROLOGUE(name, (dptr, hStream));                                \
     record_free(Api::cuMemFreeAsync, MemoryKind::Device, dptr, hStream);       \
     return real(dptr, hStream);                                                \
@@ -398,9 +399,11 @@ extern "C" CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*
 // ---- the wrapper table -------------------------------------------------------------------------------------
 
 // Hidden aliases of the wrappers: their addresses are taken PC-relative, so the table holds our own functions
-// even where the exported name would resolve elsewhere (the library loaded without LD_PRELOAD, say).
+// even where the exported name would resolve elsewhere (the library loaded without LD_PRELOAD, say). `copy`
+// gives each alias its target's attributes (GMT_HOT, where it has it).
 #define GMT_DRIVER_ALIAS(name) \
-  extern "C" __attribute__((visibility("hidden"), alias(#name))) decltype(::name) gmt_driver_wrapper_##name;
+  extern "C" __attribute__((visibility("hidden"), alias(#name), copy(::name))) decltype(::name) \
+      gmt_driver_wrapper_##name;
 GMT_DRIVER_HOOKS(GMT_DRIVER_ALIAS)
 #undef GMT_DRIVER_ALIAS
 

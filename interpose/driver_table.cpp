@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "interpose/driver_hook_table.h"
+#include "recorder/cache_hints.h"
 
 namespace gmt::interpose {
 namespace {
@@ -81,7 +82,7 @@ int driver_hook_index(const char* symbol) {
 
 const char* driver_hook_name(int index) { return index >= 0 && index < kCount ? kNames[index] : "?"; }
 
-void* driver_real(DriverFn fn) {
+GMT_HOT void* driver_real(DriverFn fn) {
   auto index = static_cast<int>(fn);
   if (void* real = g_real[index].load(std::memory_order_acquire)) return real;
   void* handle = libcuda_handle();

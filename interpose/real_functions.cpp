@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "interpose/hook_table.h"
+#include "recorder/cache_hints.h"
 
 namespace gmt::interpose {
 namespace {
@@ -34,7 +35,7 @@ void* resolve(const char* name) {
 
 }  // namespace
 
-void* real_function(HookId id) {
+GMT_HOT void* real_function(HookId id) {
   auto index = static_cast<size_t>(id);
   void* p = g_real[index].load(std::memory_order_acquire);
   if (p) return p;

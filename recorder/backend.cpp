@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "recorder/cache_hints.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::recorder {
@@ -34,7 +35,7 @@ BackendRequest requested_backend() {
   return BackendRequest::Auto;  // the CLI validates the value; a hand-set odd one falls back to auto
 }
 
-Backend active_backend() { return static_cast<Backend>(g_backend.load(std::memory_order_acquire)); }
+GMT_HOT Backend active_backend() { return static_cast<Backend>(g_backend.load(std::memory_order_acquire)); }
 
 const char* backend_name(Backend backend) {
   switch (backend) {
@@ -46,7 +47,7 @@ const char* backend_name(Backend backend) {
   return "undecided";
 }
 
-bool driver_level_backend() {
+GMT_HOT bool driver_level_backend() {
   Backend b = active_backend();
   return b == Backend::Cupti || b == Backend::DriverHooks;
 }
@@ -85,14 +86,14 @@ std::string backend_note() {
   return note_storage();
 }
 
-schema::Api current_runtime_api() { return t_runtime_api; }
+GMT_HOT schema::Api current_runtime_api() { return t_runtime_api; }
 
-RuntimeApiScope::RuntimeApiScope(schema::Api api) : previous_(t_runtime_api) {
+GMT_HOT RuntimeApiScope::RuntimeApiScope(schema::Api api) : previous_(t_runtime_api) {
   // The outermost runtime call names the event: cudaMallocHost calling cudaHostAlloc internally stays
   // cudaMallocHost.
   if (previous_ == schema::Api::Unknown) t_runtime_api = api;
 }
 
-RuntimeApiScope::~RuntimeApiScope() { t_runtime_api = previous_; }
+GMT_HOT RuntimeApiScope::~RuntimeApiScope() { t_runtime_api = previous_; }
 
 }  // namespace gmt::recorder

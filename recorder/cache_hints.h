@@ -1,7 +1,16 @@
-// Cache hints for the hot path.
+// Cache hints for the hot path: code placement and prefetches.
 #pragma once
 
 #include <cstddef>
+
+// Code placement. A recorded event runs right after the CUDA call it records, a driver call of 1-5 us whose own
+// code and data have pushed ours out of the core's nearest caches: much of what an event costs is fetching its
+// lines again, instructions included (docs/benchmarks.md). The functions of that path are GMT_HOT: GCC puts them
+// into .text.hot, which the linker lays out as one run, so the path spans a few pages instead of the whole
+// library's text. The rare branches of a hot function (a thread's first event, a full chunk, a stack new to the
+// process) are GMT_COLD functions of their own: placed elsewhere, and kept out of the hot function's body.
+#define GMT_HOT __attribute__((hot))
+#define GMT_COLD __attribute__((cold, noinline))
 
 namespace gmt::recorder {
 

@@ -1,6 +1,7 @@
 #include "recorder/driver_events.h"
 
 #include "recorder/backend.h"
+#include "recorder/cache_hints.h"
 #include "recorder/driver_queries.h"
 #include "recorder/pool_sampler.h"
 #include "recorder/recorder.h"
@@ -9,7 +10,7 @@
 namespace gmt::recorder {
 namespace {
 
-EventRecord make_event(const DriverCall& call, schema::EventKind kind, schema::MemoryKind memory_kind) {
+GMT_HOT EventRecord make_event(const DriverCall& call, schema::EventKind kind, schema::MemoryKind memory_kind) {
   EventRecord e;
   e.time_ns = now_ns();
   e.thread_id = current_thread_id();
@@ -42,7 +43,7 @@ bool is_stream_ordered(schema::Api api) {
 
 }  // namespace
 
-void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64_t address, uint64_t size,
+GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64_t address, uint64_t size,
                          uint64_t pool, std::optional<DeviceMemoryInfo> memory) {
   EventRecord e = make_event(call, call.result == 0 ? schema::EventKind::Alloc : schema::EventKind::AllocFailed,
                              kind);
@@ -64,7 +65,7 @@ void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64
   }
 }
 
-void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_t address) {
+GMT_HOT void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_t address) {
   if (address == 0) return;  // freeing null is a no-op, not a free
   EventRecord e = make_event(call, schema::EventKind::Free, kind);
   e.address = address;

@@ -13,6 +13,7 @@
 #include <x86intrin.h>
 #endif
 
+#include "recorder/cache_hints.h"
 #include "recorder/settings.h"
 
 namespace gmt::recorder {
@@ -83,7 +84,7 @@ void publish(uint64_t tsc_base, uint64_t ns_base, uint64_t scale) {
 
 }  // namespace
 
-uint64_t event_time_ns() {
+GMT_HOT uint64_t event_time_ns() {
 #if defined(__x86_64__)
   if (g_converting.load(std::memory_order_acquire)) {
     // A publication takes nanoseconds; one never finished (a thread that died halfway) must not stall the app.

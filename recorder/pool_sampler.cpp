@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "recorder/cache_hints.h"
 #include "recorder/recorder.h"
 
 namespace gmt::recorder {
@@ -39,7 +40,7 @@ thread_local uint64_t t_last_sample_ns __attribute__((tls_model("initial-exec"))
 
 }  // namespace
 
-void sample_pool(uint64_t pool, int16_t device, bool force, uint64_t now) {
+GMT_HOT void sample_pool(uint64_t pool, int16_t device, bool force, uint64_t now) {
   if (now == 0) now = now_ns();
   if (!force && now - t_last_sample_ns < kMinSampleIntervalNs) return;
   const DriverFunctions& f = driver();

@@ -50,7 +50,7 @@ void chunk_filled_locked(Recorder& r, std::unique_lock<std::mutex>& lock) {
 }
 
 // The calling thread's buffer is full: queue it for the writer, take a fresh one.
-void hand_over_full_chunk(Recorder& r, ThreadBuffer& buffer) {
+GMT_COLD void hand_over_full_chunk(Recorder& r, ThreadBuffer& buffer) {
   yield_to_fork(r);
   std::unique_lock lock(r.mutex);
   HoldsRecorderLock holds;
@@ -75,7 +75,7 @@ void on_thread_exit(void* buffer) {
 }
 
 // The calling thread's first event: a buffer of its own (and the writer, for the process's first).
-ThreadBuffer* register_this_thread(Recorder& r) {
+GMT_COLD ThreadBuffer* register_this_thread(Recorder& r) {
   yield_to_fork(r);
   std::lock_guard lock(r.mutex);
   HoldsRecorderLock holds;
@@ -87,7 +87,7 @@ ThreadBuffer* register_this_thread(Recorder& r) {
   return buffer;
 }
 
-uint32_t intern_new_stack(Recorder& r, const RawStack& stack, uint64_t hash) {
+GMT_COLD uint32_t intern_new_stack(Recorder& r, const RawStack& stack, uint64_t hash) {
   StackTable::Interned interned;
   {
     yield_to_fork(r);
@@ -99,6 +99,18 @@ uint32_t intern_new_stack(Recorder& r, const RawStack& stack, uint64_t hash) {
   return interned.id;
 }
 
+// The first thread to claim a device describes it (the recursion guard is held, so the driver calls this makes
+// record nothing).
+GMT_COLD void claim_device_description(Recorder& r, int16_t device) {
+  const uint64_t bit = uint64_t{1} << device;
+  if (r.devices_claimed.fetch_or(bit, std::memory_order_relaxed) & bit) return;  // another thread was first
+  DeviceDescription description;
+  if (describe_device(device, description)) {
+    std::lock_guard descriptions_lock(r.descriptions_mutex);
+    r.descriptions.push_back(std::move(description));
+  }
+}
+
 // Times never go backwards within one order (see record()): the time to store.
 uint64_t keep_order(uint64_t time_ns, uint64_t& last_time_ns) {
   if (time_ns < last_time_ns) return last_time_ns;
@@ -108,9 +120,9 @@ uint64_t keep_order(uint64_t time_ns, uint64_t& last_time_ns) {
 
 }  // namespace
 
-uint64_t now_ns() { return event_time_ns(); }
+GMT_HOT uint64_t now_ns() { return event_time_ns(); }
 
-uint32_t current_thread_id() {
+GMT_HOT uint32_t current_thread_id() {
   if (t_thread_id == 0) t_thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
   return t_thread_id;
 }
@@ -128,7 +140,7 @@ size_t thread_buffers_in_use() {
   return g_recorder->buffers.buffers_in_use_locked();
 }
 
-void record(EventRecord& event, bool take_stack) {
+GMT_HOT void record(EventRecord& event, bool take_stack) {
   if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();  // a hook before our constructor
   Recorder& r = *g_recorder;
   if (r.disabled.load(std::memory_order_relaxed)) return;
@@ -147,18 +159,10 @@ void record(EventRecord& event, bool take_stack) {
     }
   }
 
-  // A device's first event: its description is taken now, by this thread (once per device and process; the
-  // recursion guard is held, so the driver calls below record nothing).
-  if (event.device >= 0 && event.device < 64) {
-    const uint64_t bit = uint64_t{1} << event.device;
-    if (!(r.devices_claimed.load(std::memory_order_relaxed) & bit) &&
-        !(r.devices_claimed.fetch_or(bit, std::memory_order_relaxed) & bit)) {
-      DeviceDescription description;
-      if (describe_device(event.device, description)) {
-        std::lock_guard descriptions_lock(r.descriptions_mutex);
-        r.descriptions.push_back(std::move(description));
-      }
-    }
+  // A device's first event: its description is taken now, by this thread (once per device and process).
+  if (event.device >= 0 && event.device < 64 &&
+      !(r.devices_claimed.load(std::memory_order_relaxed) & (uint64_t{1} << event.device))) {
+    claim_device_description(r, event.device);
   }
 
   // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "recorder/cache_hints.h"
 #include "schema/trace_naming.h"
 
 namespace gmt::recorder {
@@ -20,7 +21,7 @@ uint64_t clock_ns(clockid_t clock) {
 
 }  // namespace
 
-Settings& settings() {
+GMT_HOT Settings& settings() {
   static Settings* s = new Settings;  // leaked on purpose: used until the very last destructor
   return *s;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 
+#include "recorder/cache_hints.h"
 #include "recorder/fast_unwind.h"
 #include "recorder/python_frames.h"
 #include "recorder/settings.h"
@@ -64,7 +65,7 @@ constexpr int kMaxSkippedRanges = 16;
 OwnCode g_skipped[kMaxSkippedRanges];
 std::atomic<int> g_skipped_count{0};
 
-bool in_skipped_code(uintptr_t pc) {
+GMT_HOT bool in_skipped_code(uintptr_t pc) {
   const OwnCode& own = own_code();
   if (pc >= own.begin && pc < own.end) return true;
   int n = g_skipped_count.load(std::memory_order_acquire);
@@ -77,7 +78,7 @@ bool in_skipped_code(uintptr_t pc) {
 // Two independent multiply chains (even and odd frames) mixed once at the end: a chain of one xor and one
 // multiply per frame is the hash's latency, and two of them run side by side. Quality only decides how often
 // two stacks share a table bucket; every hit is confirmed by comparing all PCs.
-uint64_t hash_pcs(const uintptr_t* pcs, int depth) {
+GMT_HOT uint64_t hash_pcs(const uintptr_t* pcs, int depth) {
   constexpr uint64_t kEven = 0x9e3779b97f4a7c15ull, kOdd = 0xc2b2ae3d27d4eb4full;
   uint64_t even = kOdd ^ static_cast<uint64_t>(depth), odd = kEven;
   int i = 0;
@@ -107,7 +108,7 @@ thread_local int t_skipped_ranges_at_last_walk __attribute__((tls_model("initial
 // Where the previous walk's frames left our code and the CUDA libraries (-1: not known).
 thread_local int t_first_frame_at_last_walk __attribute__((tls_model("initial-exec"))) = -1;
 
-int first_frame_outside_skipped_code(void* const* frames, int n) {
+GMT_HOT int first_frame_outside_skipped_code(void* const* frames, int n) {
   int first = 0;
   while (first < n && in_skipped_code(reinterpret_cast<uintptr_t>(frames[first]))) ++first;
   return first;
@@ -115,7 +116,7 @@ int first_frame_outside_skipped_code(void* const* frames, int n) {
 
 // GMT_UNWIND=check: both walkers on this stack. Their first frames differ (two call sites in our code, cut
 // anyway); from the first frame outside our code on they must be equal. libunwind's stack is the one kept.
-int walk_both_and_compare(void** frames) {
+GMT_COLD int walk_both_and_compare(void** frames) {
   void* fast[kWalkFrames];
   int n_fast = fast_backtrace(fast, kWalkFrames);
   int n = unw_backtrace(frames, kWalkFrames);
@@ -141,7 +142,7 @@ int walk_both_and_compare(void** frames) {
 }
 
 // `same_as_previous`: the fast walker found exactly the return addresses of this thread's previous walk.
-int walk_stack(void** frames, bool& same_as_previous) {
+GMT_HOT int walk_stack(void** frames, bool& same_as_previous) {
   same_as_previous = false;
   switch (settings().unwind) {
     case UnwindMode::Fast: {
@@ -163,7 +164,7 @@ StackWalkCounts stack_walk_counts() {
           g_walk_mismatches.load(std::memory_order_relaxed)};
 }
 
-void capture_stack(RawStack& stack) {
+GMT_HOT void capture_stack(RawStack& stack) {
   void* frames[kWalkFrames];
   bool same_pcs = false;
   int n = walk_stack(frames, same_pcs);
@@ -225,7 +226,7 @@ void skip_cuda_library_frames() {
   }
 }
 
-uint64_t stack_hash(const RawStack& stack) { return hash_pcs(stack.pcs, std::max(stack.depth, 0)); }
+GMT_HOT uint64_t stack_hash(const RawStack& stack) { return hash_pcs(stack.pcs, std::max(stack.depth, 0)); }
 
 StackTable::Interned StackTable::intern(const RawStack& stack, uint64_t h) {
   if (stack.depth <= 0) return {};
@@ -297,7 +298,7 @@ StackCache* stack_cache_of_this_thread() {
 
 }  // namespace
 
-uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash) {
+GMT_HOT uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash) {
   hash = 0;
   if (stack.depth <= 0) return 0;
   LastStack& last = t_last_stack;
