@@ -43,9 +43,11 @@ GMT_HOT uint64_t current_context() {
 // there: docs/benchmarks.md). A context's device never changes, but its address can be reused once it is
 // destroyed: every destruction (the wrappers at "context destruction" below) counts itself in progress while
 // it runs, when no answer is kept or used, and moves the generation on when it is done, which makes every
-// answer kept before stale.
-std::atomic<uint32_t> g_context_destructions_running{0};
-std::atomic<uint64_t> g_context_generation{0};
+// answer kept before stale. Both counts share one atomic word, so that an event reads them with one load from
+// one cache line: the destructions running in the low bits, the generation above them.
+constexpr int kGenerationShift = 20;  // up to 2^20 - 1 destructions at once
+constexpr uint64_t kRunningMask = (uint64_t{1} << kGenerationShift) - 1;
+std::atomic<uint64_t> g_context_destructions{0};
 
 struct ContextDevice {
   uint64_t context = 0;
@@ -56,8 +58,9 @@ thread_local ContextDevice t_context_device __attribute__((tls_model("initial-ex
 
 GMT_HOT int16_t device_of_current_context(uint64_t context) {
   if (context == 0) return -1;  // none current: the driver would say CUDA_ERROR_INVALID_CONTEXT
-  const bool settled = g_context_destructions_running.load(std::memory_order_acquire) == 0;
-  const uint64_t generation = g_context_generation.load(std::memory_order_acquire);
+  const uint64_t destructions = g_context_destructions.load(std::memory_order_acquire);
+  const bool settled = (destructions & kRunningMask) == 0;
+  const uint64_t generation = destructions >> kGenerationShift;
   ContextDevice& kept = t_context_device;
   if (settled && kept.context == context && kept.generation == generation) return kept.device;
   CUdevice device = -1;
@@ -70,10 +73,10 @@ GMT_HOT int16_t device_of_current_context(uint64_t context) {
 // Around every call that can destroy a context (see device_of_current_context).
 class ContextDestruction {
  public:
-  ContextDestruction() { g_context_destructions_running.fetch_add(1, std::memory_order_acq_rel); }
+  ContextDestruction() { g_context_destructions.fetch_add(1, std::memory_order_acq_rel); }
+  // One running less and the generation one on, in one step: generation += 1 << shift, running -= 1.
   ~ContextDestruction() {
-    g_context_generation.fetch_add(1, std::memory_order_acq_rel);
-    g_context_destructions_running.fetch_sub(1, std::memory_order_acq_rel);
+    g_context_destructions.fetch_add((uint64_t{1} << kGenerationShift) - 1, std::memory_order_acq_rel);
   }
   ContextDestruction(const ContextDestruction&) = delete;
   ContextDestruction& operator=(const ContextDestruction&) = delete;
