@@ -29,7 +29,7 @@ ThreadBuffer* EventBuffers::register_thread_locked() {
   if (!reusable_.empty()) {
     b = reusable_.back();
     reusable_.pop_back();
-    *b = ThreadBuffer{b->filling, 0, {}, false, 0};  // its chunk is empty: it was drained before reuse
+    *b = ThreadBuffer{b->filling, 0, 0, {}, false, 0};  // its chunk is empty: it was drained before reuse
   } else {
     b = new ThreadBuffer;
     b->filling = take_spare_locked();

@@ -51,6 +51,9 @@ struct alignas(64) ThreadBuffer {
   // The filling thread writes `filling`'s slots without a lock and replaces `filling` under the lock.
   Chunk* filling = nullptr;
   uint64_t last_time_ns = 0;  // the filling thread's own: times never go backwards within one thread
+  // The filling thread's own: bit d, this thread has seen device d's description claimed (Recorder::
+  // devices_claimed), so that an event reads this line and not the recorder's.
+  uint64_t devices_known_claimed = 0;
   // Under the lock.
   alignas(64) std::vector<Chunk*> full;  // oldest first; the filling thread put them here, the consumer takes them
   bool thread_exited = false;

@@ -99,10 +99,12 @@ GMT_COLD uint32_t intern_new_stack(Recorder& r, const RawStack& stack, uint64_t 
   return interned.id;
 }
 
-// The first thread to claim a device describes it (the recursion guard is held, so the driver calls this makes
-// record nothing).
-GMT_COLD void claim_device_description(Recorder& r, int16_t device) {
+// A thread's first event on a device: the first thread to claim the device describes it (the recursion guard
+// is held, so the driver calls this makes record nothing).
+GMT_COLD void claim_device_description(Recorder& r, ThreadBuffer& buffer, int16_t device) {
   const uint64_t bit = uint64_t{1} << device;
+  buffer.devices_known_claimed |= bit;
+  if (r.devices_claimed.load(std::memory_order_relaxed) & bit) return;
   if (r.devices_claimed.fetch_or(bit, std::memory_order_relaxed) & bit) return;  // another thread was first
   DeviceDescription description;
   if (describe_device(device, description)) {
@@ -151,18 +153,18 @@ GMT_HOT void record(EventRecord& event, bool take_stack) {
   }
   RawStack raw;
   const RawStack* stack = nullptr;
-  if (take_stack && settings().take_stacks) {  // the costly part
-    stack = t_caller_stack;  // taken by the runtime hook this event is recorded in (caller_stack.h)
-    if (!stack) {
+  if (take_stack) {  // the costly part
+    // Taken by the runtime hook this event is recorded in (caller_stack.h), only when stacks are taken at all.
+    stack = t_caller_stack;
+    if (!stack && settings().take_stacks) {
       capture_stack(raw);
       stack = &raw;
     }
   }
 
   // A device's first event: its description is taken now, by this thread (once per device and process).
-  if (event.device >= 0 && event.device < 64 &&
-      !(r.devices_claimed.load(std::memory_order_relaxed) & (uint64_t{1} << event.device))) {
-    claim_device_description(r, event.device);
+  if (event.device >= 0 && event.device < 64 && !(buffer->devices_known_claimed & (uint64_t{1} << event.device))) {
+    claim_device_description(r, *buffer, event.device);
   }
 
   // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.
