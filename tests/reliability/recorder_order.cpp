@@ -6,6 +6,7 @@
 //   recorder_order handoff TRACE [threads=4] [operations=100000]   addresses freed and reused across threads
 //   recorder_order stall TRACE                                     an event published 500 ms after its clock read
 //   recorder_order churn TRACE [threads=200]                       short-lived threads: buffers drained, given back
+//   recorder_order claims TRACE                                    each device described by the first event on it
 // Exit 0 when every check holds; otherwise prints what differs and exits 1.
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "recorder/recorder.h"
+#include "recorder/recorder_state.h"
 #include "recorder_test_support.h"
 
 namespace {
@@ -185,6 +187,44 @@ int run_churn(const std::string& path, int threads) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Every device's first event claims its description (record(), recorder/recorder_state.h: devices_claimed), in
+// whichever thread makes it, also when that thread has claimed another device before: each thread keeps the
+// devices it has seen claimed in its own buffer, and must not take one device's claim for another's.
+int run_claims(const std::string& path) {
+  use_trace(path);
+  auto record_on = [](int16_t device, uint64_t address) {
+    gmt::recorder::HookScope scope;
+    gmt::recorder::EventRecord e;
+    e.time_ns = gmt::recorder::now_ns();
+    e.thread_id = gmt::recorder::current_thread_id();
+    e.kind = EventKind::Alloc;
+    e.api = gmt::schema::Api::cudaMalloc;
+    e.memory_kind = gmt::schema::MemoryKind::Device;
+    e.device = device;
+    e.address = address;
+    e.size = 256;
+    gmt::recorder::record(e, /*take_stack=*/false);
+  };
+  auto claimed = [] {
+    return static_cast<int64_t>(gmt::recorder::detail::g_recorder->devices_claimed.load());
+  };
+  record_on(0, 0x1000);
+  expect_eq("claimed after device 0", claimed(), 0b1);
+  record_on(1, 0x2000);  // the same thread, another device
+  expect_eq("claimed after device 1", claimed(), 0b11);
+  record_on(0, 0x3000);
+  std::thread([&] {
+    record_on(1, 0x4000);  // claimed by the first thread already
+    record_on(5, 0x5000);  // this thread's second device, new to the process
+  }).join();
+  expect_eq("claimed after another thread's devices 1 and 5", claimed(), 0b100011);
+  gmt::recorder::finish(/*close=*/true);
+  expect_eq("allocations", query_int(path, "SELECT count(*) FROM events WHERE kind = 1"), 5);
+  expect_eq("devices in the trace", query_int(path, "SELECT count(DISTINCT device) FROM events"), 3);
+  std::printf("claims: devices_claimed=%#llx; failures=%d\n", static_cast<unsigned long long>(claimed()), g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +233,7 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3 && std::strcmp(argv[1], "stall") == 0) return run_stall(argv[2]);
   if (argc >= 3 && std::strcmp(argv[1], "churn") == 0) return run_churn(argv[2], argc > 3 ? std::atoi(argv[3]) : 200);
-  std::fprintf(stderr, "usage: recorder_order handoff|stall|churn TRACE [threads] [operations]\n");
+  if (argc >= 3 && std::strcmp(argv[1], "claims") == 0) return run_claims(argv[2]);
+  std::fprintf(stderr, "usage: recorder_order handoff|stall|churn|claims TRACE [threads] [operations]\n");
   return 2;
 }
