@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 
+#include "recorder/cache_hints.h"
 #include "recorder/eh_frame_rules.h"
 
 namespace gmt::recorder {
@@ -151,8 +152,8 @@ __attribute__((no_sanitize("address"))) bool replay_matches(const Replay& replay
 
 // Reads raw stack words of other frames, as libunwind does: not instrumented by ASan (a return-address slot is
 // never poisoned, but the reads say nothing about the app's memory safety).
-__attribute__((noinline, hot, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames,
-                                                                      bool* same_as_previous) {
+GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames,
+                                                                            bool* same_as_previous) {
   if (same_as_previous) *same_as_previous = false;
   const uint64_t generation = g_generation.load(std::memory_order_acquire);
   if (generation >= 0xffff) return -1;  // the generation would wrap into old keys: libunwind from now on
