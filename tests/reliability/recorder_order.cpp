@@ -193,17 +193,7 @@ int run_churn(const std::string& path, int threads) {
 int run_claims(const std::string& path) {
   use_trace(path);
   auto record_on = [](int16_t device, uint64_t address) {
-    gmt::recorder::HookScope scope;
-    gmt::recorder::EventRecord e;
-    e.time_ns = gmt::recorder::now_ns();
-    e.thread_id = gmt::recorder::current_thread_id();
-    e.kind = EventKind::Alloc;
-    e.api = gmt::schema::Api::cudaMalloc;
-    e.memory_kind = gmt::schema::MemoryKind::Device;
-    e.device = device;
-    e.address = address;
-    e.size = 256;
-    gmt::recorder::record(e, /*take_stack=*/false);
+    record_one(EventKind::Alloc, address, 256, /*take_stack=*/false, /*time_ns=*/0, device);
   };
   auto claimed = [] {
     return static_cast<int64_t>(gmt::recorder::detail::g_recorder->devices_claimed.load());

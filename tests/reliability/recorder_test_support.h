@@ -42,9 +42,9 @@ inline int64_t query_int(const std::string& path, const char* sql) {
   return value;
 }
 
-// An allocation or free of device 0, stamped now (or at `time_ns`), as a hook records it.
+// An allocation or free of `device` (0 unless given), stamped now (or at `time_ns`), as a hook records it.
 inline void record_one(gmt::schema::EventKind kind, uint64_t address, uint64_t size, bool take_stack,
-                       uint64_t time_ns = 0) {
+                       uint64_t time_ns = 0, int16_t device = 0) {
   gmt::recorder::HookScope scope;  // as a hook would
   if (!scope.active()) return;
   gmt::recorder::EventRecord e;
@@ -53,7 +53,7 @@ inline void record_one(gmt::schema::EventKind kind, uint64_t address, uint64_t s
   e.kind = kind;
   e.api = kind == gmt::schema::EventKind::Alloc ? gmt::schema::Api::cudaMalloc : gmt::schema::Api::cudaFree;
   e.memory_kind = gmt::schema::MemoryKind::Device;
-  e.device = 0;
+  e.device = device;
   e.address = address;
   e.size = size;
   gmt::recorder::record(e, take_stack);
