@@ -39,6 +39,9 @@ __attribute__((noinline)) Comparison walk_both() {
   void* frames[2][kFrames];
   const Walker walkers[2] = {fast_walk, unw_backtrace};
   int found[2];
+  // Poisoned first: the array sits where the previous call's did, and a walk that wrote nothing must not pass
+  // for one that found the previous walk's frames.
+  std::fill(&frames[0][0], &frames[0][0] + 2 * kFrames, reinterpret_cast<void*>(0xbad));
   // One call site for both (the index is opaque to the compiler, so the loop is not unrolled into two), so
   // that every return address above it is the same.
   for (int i = 0; i < 2; ++i) {
@@ -351,6 +354,27 @@ TEST(FastUnwindTest, WalksFromALoopAreAnsweredFromThePreviousOneWhateverRbpHolds
   }
   // walk_both runs the fast walk once per iteration; every one after the first is a replay.
   EXPECT_GE(gmt::recorder::fast_backtrace_replays_in_this_thread() - replays_before, 19u);
+}
+
+// Replays of a mixed chain deeper than the walk's limit. Some words the walk must check are not frames: the
+// realigned frames' CFA, read through rbp. And the walk stops at the limit, so its last read (the next return
+// address) is not a frame either. Each replay must give exactly the limit's frames, still libunwind's.
+TEST(FastUnwindTest, RepeatedWalksOfAMixedChainCutAtTheLimitAreAnsweredExactly) {
+  const uint64_t replays_before = gmt::recorder::fast_backtrace_replays_in_this_thread();
+  std::vector<void*> first;
+  t_mixed = true;
+  for (int i = 0; i < 5; ++i) {
+    asm volatile("" : "+r"(i));  // one call site for every walk, the loop not unrolled
+    auto seen = run_shape([] { mixed(40); });
+    ASSERT_EQ(seen.size(), 1u);
+    ASSERT_FALSE(seen[0].fast_refused);
+    ASSERT_EQ(seen[0].fast.size(), static_cast<size_t>(kFrames)) << "walk " << i;
+    ASSERT_EQ(seen[0].fast, seen[0].slow) << "walk " << i;
+    if (i == 0) first = seen[0].fast;
+    EXPECT_EQ(seen[0].fast, first) << "walk " << i;
+  }
+  t_mixed = false;
+  EXPECT_GE(gmt::recorder::fast_backtrace_replays_in_this_thread() - replays_before, 4u);
 }
 
 // A signal frame (__restore_rt) is beyond the walker: it must give up, never return a wrong stack.
