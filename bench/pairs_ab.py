@@ -12,7 +12,7 @@ bench/overhead.py gives the cross-process ratios to raw (much noisier on the GPU
 
 Usage: bench/pairs_ab.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--libunwind] [--no-stacks] [--env NAME=VALUE ...]
                          [--backends cupti,hooks,runtime] [--blocks N] [--pairs N] [--depth D] [--rounds R]
-                         [--smoke]
+                         [--per-round] [--smoke]
 --smoke: no GPU needed (the simulated runtime); one tiny run that checks every case is printed and that the trace
 holds exactly the allocations of the on blocks; no timing is judged (CI).
 """
@@ -96,6 +96,8 @@ def main():
     parser.add_argument("--depth", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--per-round", action="store_true",
+                        help="also each round's ratio, per case and column (how far the rounds' medians spread)")
     a = parser.parse_args()
     if a.smoke:
         smoke(a.build)
@@ -137,6 +139,13 @@ def main():
             on_ns = statistics.median(x[0] for x in runs)
             cells.append(f"{ratio:.3f}x ({low:.3f}-{high:.3f}), {on_ns:.0f} ns")
         print(f"| {case} | " + " | ".join(cells) + " |")
+    if a.per_round:
+        print("\nEach round's ratio, sorted (the table's cell is their median):")
+        for case in cases:
+            for label, *_ in configs:
+                ratios = sorted(res[case][2] for res in results[label])
+                print(f"- {case}, {label}: " + ", ".join(f"{r:.3f}" for r in ratios) +
+                      f" (range {ratios[-1] - ratios[0]:.3f})")
 
 
 if __name__ == "__main__":
