@@ -7,7 +7,6 @@
 #include <pthread.h>
 
 #include <atomic>
-#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -74,14 +73,6 @@ constexpr int kMemoFrames = 80;
 // rbp as an ordinary register, which may hold a loop counter: checking those words would make every walk from
 // a loop miss.
 constexpr int kMaxReplayReads = 3 * kMemoFrames;
-// One stack word the previous walk read, and the value it read. A word that became one of the walk's frames
-// (a return address it reported) is tagged in bit 0 of its address, free since stack words are 8-aligned:
-// replaying the reads in order gives the frames too, so the answer needs no array of its own.
-struct ReplayRead {
-  uintptr_t at_and_frame_bit;
-  uintptr_t value;
-};
-constexpr uintptr_t kFrameBit = 1;
 struct Replay {
   bool valid = false;
   bool uses_entry_bp = false;  // some frame's rule read rbp before any frame reloaded it
@@ -89,25 +80,23 @@ struct Replay {
   int frames = 0;
   int reads = 0;
   uintptr_t entry_sp = 0, entry_bp = 0;
-  ReplayRead read[kMaxReplayReads];
+  const uintptr_t* read_at[kMaxReplayReads];
+  uintptr_t read_value[kMaxReplayReads];
   bool read_needed[kMaxReplayReads];  // while walking: whether the answer depends on this word
+  void* result[kMemoFrames];
 };
 
 thread_local uint64_t t_replayed_walks __attribute__((tls_model("initial-exec"))) = 0;
 
-// Laid out for the replay, the common case: the fields it reads (the bounds, the generation, the replay's
-// own) share the first cache line, and the reads follow it, word and value side by side. A replay of a short
-// stack touches a few adjacent lines of this object; the memo of rules, used only by a real walk, comes last.
-struct alignas(64) ThreadWalk {
+struct ThreadWalk {
   uintptr_t stack_low = 0, stack_high = 0;
   uint64_t generation = 0;  // of the memo below; 0: empty
   int previous_frames = -1;  // what the previous walk returned (-1: it gave up; its memo is partly new)
   bool walking = false;  // a walk is in progress (a signal handler's walk nested in it is left to libunwind)
-  Replay replay;
   uintptr_t memo_pc[kMemoFrames] = {};
   Rule memo_rule[kMemoFrames] = {};
+  Replay replay;
 };
-static_assert(offsetof(ThreadWalk, replay.read) == 64, "the replay's reads start on the object's second line");
 
 thread_local ThreadWalk* t_walk __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local bool t_walk_unusable __attribute__((tls_model("initial-exec"))) = false;
@@ -147,22 +136,15 @@ ThreadWalk* this_thread_walk() {
   return t_walk = walk;
 }
 
-// Whether the previous walk's answer is this walk's too (see Replay), checked without branching on the words
-// read: the loads are independent of each other. Fills `frames` as it goes (only the return value says whether
-// they are the answer). Reads only words the previous walk read, which lay between its stack pointer (the same
-// as now) and the top of the stack.
+// Whether the previous walk's answer is this walk's too (see Replay), checked without branching per word: the
+// loads are independent of each other. Reads only words the previous walk read, which lay between its stack
+// pointer (the same as now) and the top of the stack.
 __attribute__((no_sanitize("address"))) bool replay_matches(const Replay& replay, uintptr_t sp, uintptr_t bp,
-                                                           int max_frames, void** frames) {
+                                                           int max_frames) {
   if (!replay.valid || replay.entry_sp != sp || replay.max_frames != max_frames) return false;
   if (replay.uses_entry_bp && replay.entry_bp != bp) return false;
   uintptr_t differ = 0;
-  int n = 0;
-  for (int i = 0; i < replay.reads; ++i) {
-    const uintptr_t tagged = replay.read[i].at_and_frame_bit;
-    const uintptr_t value = replay.read[i].value;
-    differ |= *reinterpret_cast<const uintptr_t*>(tagged & ~kFrameBit) ^ value;
-    if (tagged & kFrameBit) frames[n++] = reinterpret_cast<void*>(value);
-  }
+  for (int i = 0; i < replay.reads; ++i) differ |= *replay.read_at[i] ^ replay.read_value[i];
   return differ == 0;
 }
 
@@ -190,7 +172,8 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   }
   walk->walking = true;  // from here to every return
   Replay& replay = walk->replay;
-  if (replay_matches(replay, sp, bp, max_frames, frames)) {
+  if (replay_matches(replay, sp, bp, max_frames)) {
+    std::memcpy(frames, replay.result, sizeof(void*) * static_cast<size_t>(replay.frames));
     if (same_as_previous) *same_as_previous = replay.frames == walk->previous_frames;
     walk->previous_frames = replay.frames;
     walk->walking = false;
@@ -208,7 +191,8 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   // instrumented by ASan).
   auto note_read = [&](uintptr_t at, uintptr_t value, bool needed) {
     if (reads < kMaxReplayReads) {
-      replay.read[reads] = ReplayRead{at, value};
+      replay.read_at[reads] = reinterpret_cast<const uintptr_t*>(at);
+      replay.read_value[reads] = value;
       replay.read_needed[reads] = needed;
     }
     ++reads;
@@ -217,11 +201,14 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   auto finish = [&](int result) {
     if (same_as_previous) *same_as_previous = result >= 0 && all_in_memo && result == walk->previous_frames;
     walk->previous_frames = result;
-    if (result >= 0 && reads <= kMaxReplayReads) {
+    if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads) {
+      std::memcpy(replay.result, frames, sizeof(void*) * static_cast<size_t>(result));
       replay.frames = result;
-      int kept = 0;  // every read tagged as a frame is needed: the replay finds all `result` frames
+      int kept = 0;
       for (int i = 0; i < reads; ++i) {
-        if (replay.read_needed[i]) replay.read[kept++] = replay.read[i];
+        if (!replay.read_needed[i]) continue;
+        replay.read_at[kept] = replay.read_at[i];
+        replay.read_value[kept++] = replay.read_value[i];
       }
       replay.reads = kept;
       replay.valid = true;
@@ -281,7 +268,6 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     if (pc == 0) return finish(n);  // a zeroed return address ends the chain, as it does for libunwind
     if (n == max_frames) return finish(n);
     frames[n++] = reinterpret_cast<void*>(pc);
-    if (reads <= kMaxReplayReads) replay.read[reads - 1].at_and_frame_bit |= kFrameBit;  // the read just noted
     lookup = pc - 1;
   }
 }
