@@ -104,7 +104,7 @@ GMT_HOT std::optional<DeviceMemoryInfo> memory_after_failure(const Call& c, Memo
 
 // At exit: Alloc (result 0) or AllocFailed (size = the request).
 GMT_HOT void alloc(const Call& c, MemoryKind kind, uint64_t address, uint64_t size, CUstream stream = nullptr,
-           uint64_t pool = 0) {
+                   uint64_t pool = 0) {
   if (c.data.callbackSite != CUPTI_API_EXIT) return;
   note_allocation(recorder::current_runtime_api() != Api::Unknown);
   int16_t device = kind == MemoryKind::HostPinned ? int16_t{-1} : device_of_context(c);

@@ -58,7 +58,7 @@ GMT_HOT int16_t current_device() {
 }
 
 GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t result, const void* address, size_t size,
-                       cudaStream_t stream = nullptr) {
+                               cudaStream_t stream = nullptr) {
   EventRecord e = make_event(result == cudaSuccess ? EventKind::Alloc : EventKind::AllocFailed, api, memory_kind,
                              stream);
   e.size = size;

@@ -117,7 +117,7 @@ uint64_t written(CUresult result, void* const* out) {
 }
 
 GMT_HOT void record_alloc(Api api, MemoryKind kind, CUresult result, uint64_t address, uint64_t size,
-                  CUstream stream = nullptr, CUmemoryPool pool = nullptr) {
+                          CUstream stream = nullptr, CUmemoryPool pool = nullptr) {
   gmt::recorder::record_driver_alloc(make_call(api, result, kind, stream), kind, address, size,
                                      reinterpret_cast<uint64_t>(pool), memory_after_oom(result, kind));
 }
@@ -219,7 +219,7 @@ extern "C" GMT_HOT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 
 // Accounted at the granted size (pitch x rows), which is what the device holds; a failure at the request.
 extern "C" GMT_HOT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
-                                       unsigned int ElementSizeBytes) {
+                                               unsigned int ElementSizeBytes) {
   GMT_DRIVER_PROLOGUE(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
   CUresult result = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   uint64_t size = result == CUDA_SUCCESS && pPitch ? *pPitch * Height : WidthInBytes * Height;
@@ -249,23 +249,23 @@ extern "C" GMT_HOT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned 
 }
 
 // The _ptsz twins record under the plain call's id: to the user they are the same call.
-#define GMT_DRIVER_ALLOC_ASYNC(name)                                                                        \
-  extern "C" GMT_HOT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {                          \
-    GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, hStream));                                                   \
-    CUresult result = real(dptr, bytesize, hStream);                                                        \
+#define GMT_DRIVER_ALLOC_ASYNC(name)                                                                          \
+  extern "C" GMT_HOT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {                    \
+    GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, hStream));                                                     \
+    CUresult result = real(dptr, bytesize, hStream);                                                          \
     record_alloc(Api::cuMemAllocAsync, MemoryKind::Device, result, written(result, dptr), bytesize, hStream); \
-    return result;                                                                                          \
+    return result;                                                                                            \
   }
 GMT_DRIVER_ALLOC_ASYNC(cuMemAllocAsync)
 GMT_DRIVER_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
 
-#define GMT_DRIVER_ALLOC_FROM_POOL(name)                                                                   \
-  extern "C" GMT_HOT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {      \
-    GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, pool, hStream));                                            \
-    CUresult result = real(dptr, bytesize, pool, hStream);                                                 \
-    record_alloc(Api::cuMemAllocFromPoolAsync, MemoryKind::Device, result, written(result, dptr), bytesize, \
-                 hStream, pool);                                                                           \
-    return result;                                                                                         \
+#define GMT_DRIVER_ALLOC_FROM_POOL(name)                                                                      \
+  extern "C" GMT_HOT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) { \
+    GMT_DRIVER_PROLOGUE(name, (dptr, bytesize, pool, hStream));                                               \
+    CUresult result = real(dptr, bytesize, pool, hStream);                                                    \
+    record_alloc(Api::cuMemAllocFromPoolAsync, MemoryKind::Device, result, written(result, dptr), bytesize,   \
+                 hStream, pool);                                                                              \
+    return result;                                                                                            \
   }
 GMT_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
 GMT_DRIVER_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
@@ -284,11 +284,11 @@ extern "C" GMT_HOT CUresult cuMemFreeHost(void* p) {
   return real(p);
 }
 
-#define GMT_DRIVER_FREE_ASYNC(name)                                            \
-  extern "C" GMT_HOT CUresult name(CUdeviceptr dptr, CUstream hStream) {               \
-    GMT_DRIVER_PROLOGUE(name, (dptr, hStream));                                \
-    record_free(Api::cuMemFreeAsync, MemoryKind::Device, dptr, hStream);       \
-    return real(dptr, hStream);                                                \
+#define GMT_DRIVER_FREE_ASYNC(name)                                      \
+  extern "C" GMT_HOT CUresult name(CUdeviceptr dptr, CUstream hStream) { \
+    GMT_DRIVER_PROLOGUE(name, (dptr, hStream));                          \
+    record_free(Api::cuMemFreeAsync, MemoryKind::Device, dptr, hStream); \
+    return real(dptr, hStream);                                          \
   }
 GMT_DRIVER_FREE_ASYNC(cuMemFreeAsync)
 GMT_DRIVER_FREE_ASYNC(cuMemFreeAsync_ptsz)

@@ -44,7 +44,7 @@ bool is_stream_ordered(schema::Api api) {
 }  // namespace
 
 GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64_t address, uint64_t size,
-                         uint64_t pool, std::optional<DeviceMemoryInfo> memory) {
+                                 uint64_t pool, std::optional<DeviceMemoryInfo> memory) {
   EventRecord e = make_event(call, call.result == 0 ? schema::EventKind::Alloc : schema::EventKind::AllocFailed,
                              kind);
   // Inside a runtime call, the runtime may probe the driver and recover from a failure the app never sees
