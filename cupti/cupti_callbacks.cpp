@@ -18,6 +18,7 @@
 #include "cupti/runtime_naming.h"
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
+#include "recorder/capture_safety.h"
 #include "recorder/driver_events.h"
 #include "recorder/guard.h"
 
@@ -98,6 +99,7 @@ GMT_HOT std::optional<DeviceMemoryInfo> memory_after_failure(const Call& c, Memo
   if (c.result != CUDA_ERROR_OUT_OF_MEMORY || kind == MemoryKind::HostPinned) return std::nullopt;
   if (!c.table->cuMemGetInfo_v2 || !c.data.context) return std::nullopt;
   size_t free_bytes = 0, total_bytes = 0;
+  recorder::RelaxedCaptureScope relaxed;  // not stream-ordered (capture_safety.h)
   if (c.table->cuMemGetInfo_v2(&free_bytes, &total_bytes) != CUDA_SUCCESS) return std::nullopt;
   return DeviceMemoryInfo{free_bytes, total_bytes};
 }
@@ -260,6 +262,20 @@ GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, co
       const auto& p = params<cuMemImportFromShareableHandle_params>(c);
       return recorder::record_vmm_import(driver_call(c, device_of_context(c)), out_value(c, p.handle));
     }
+
+    // ---- stream capture (recorder/capture_safety.h) -------------------------------------------------
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
+      if (c.data.callbackSite == CUPTI_API_EXIT && c.result == CUDA_SUCCESS) recorder::note_capture_begun();
+      return;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
+      if (c.data.callbackSite == CUPTI_API_EXIT) recorder::note_capture_end_returned(c.result);
+      return;
     default:
       return;  // an id we did not enable
   }

@@ -64,6 +64,16 @@ inline constexpr CallbackSite kCallbackSites[] = {
     GMT_DRIVER_SITE(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2),
     GMT_DRIVER_SITE(cuIpcCloseMemHandle, cuIpcCloseMemHandle),
     GMT_DRIVER_SITE(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle),
+    // Stream capture: counted so that an allocation on a capturing stream is known as a graph node
+    // (recorder/capture_safety.h); no event of their own.
+    GMT_DRIVER_SITE(cuStreamBeginCapture, Unknown),
+    GMT_DRIVER_SITE(cuStreamBeginCapture_ptsz, Unknown),
+    GMT_DRIVER_SITE(cuStreamBeginCapture_v2, Unknown),
+    GMT_DRIVER_SITE(cuStreamBeginCapture_v2_ptsz, Unknown),
+    GMT_DRIVER_SITE(cuStreamBeginCaptureToGraph, Unknown),
+    GMT_DRIVER_SITE(cuStreamBeginCaptureToGraph_ptsz, Unknown),
+    GMT_DRIVER_SITE(cuStreamEndCapture, Unknown),
+    GMT_DRIVER_SITE(cuStreamEndCapture_ptsz, Unknown),
 
     // Runtime calls: naming only.
     GMT_RUNTIME_SITE(cudaMalloc_v3020, cudaMalloc),

@@ -14,6 +14,7 @@
 #include "recorder/caller_stack.h"
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
+#include "recorder/capture_safety.h"
 #include "recorder/driver_queries.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
@@ -70,6 +71,7 @@ GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t resu
     // OOM forensics: what the device said was free when the request failed. Only on out-of-memory: after
     // other errors the context may be unusable, and a second failing call would replace the app's last error.
     size_t free_bytes = 0, total_bytes = 0;
+    gmt::recorder::RelaxedCaptureScope relaxed;  // not stream-ordered (capture_safety.h)
     auto mem_get_info = GMT_REAL(cudaMemGetInfo);
     if (mem_get_info && mem_get_info(&free_bytes, &total_bytes) == cudaSuccess) {
       e.has_memory_info = true;

@@ -47,7 +47,13 @@
   X(cuCtxDestroy_v2)                 \
   X(cuDevicePrimaryCtxRelease_v2)    \
   X(cuDevicePrimaryCtxReset_v2)      \
-  X(cuGreenCtxDestroy)
+  X(cuGreenCtxDestroy)               \
+  X(cuStreamBeginCapture_v2)          \
+  X(cuStreamBeginCapture_v2_ptsz)     \
+  X(cuStreamBeginCaptureToGraph)      \
+  X(cuStreamBeginCaptureToGraph_ptsz) \
+  X(cuStreamEndCapture)               \
+  X(cuStreamEndCapture_ptsz)
 
 // Driver functions the wrappers call but do not wrap: the device, context and free memory of an event.
 #define GMT_DRIVER_CALLS(X) \

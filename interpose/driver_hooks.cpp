@@ -12,6 +12,7 @@
 #include "interpose/driver_hook_table.h"
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
+#include "recorder/capture_safety.h"
 #include "recorder/driver_events.h"
 #include "recorder/guard.h"
 
@@ -105,6 +106,7 @@ int device_of(const CUmemLocation& location) {
 GMT_HOT std::optional<DeviceMemoryInfo> memory_after_oom(CUresult result, MemoryKind kind) {
   if (result != CUDA_ERROR_OUT_OF_MEMORY || kind == MemoryKind::HostPinned) return std::nullopt;
   size_t free_bytes = 0, total_bytes = 0;
+  gmt::recorder::RelaxedCaptureScope relaxed;  // not stream-ordered (capture_safety.h)
   auto get_info = GMT_DRIVER_REAL(cuMemGetInfo_v2);
   if (!get_info || get_info(&free_bytes, &total_bytes) != CUDA_SUCCESS) return std::nullopt;
   return DeviceMemoryInfo{free_bytes, total_bytes};
@@ -398,6 +400,41 @@ extern "C" CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*
   }
   return result;
 }
+
+// ---- stream capture ----------------------------------------------------------------------------------------
+// Counted for the event path (recorder/capture_safety.h): an allocation on a capturing stream is a graph node,
+// not memory yet. Nothing else happens here.
+
+#define GMT_DRIVER_BEGIN_CAPTURE(name, params, args)                 \
+  extern "C" CUresult name params {                                  \
+    GMT_DRIVER_PROLOGUE(name, args);                                 \
+    CUresult result = real args;                                     \
+    if (result == CUDA_SUCCESS) gmt::recorder::note_capture_begun(); \
+    return result;                                                   \
+  }
+#define GMT_CAPTURE_TO_GRAPH_PARAMS                                                                           \
+  (CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies, const CUgraphEdgeData* dependencyData, \
+   size_t numDependencies, CUstreamCaptureMode mode)
+#define GMT_CAPTURE_TO_GRAPH_ARGS (hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
+GMT_DRIVER_BEGIN_CAPTURE(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+GMT_DRIVER_BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz, (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+GMT_DRIVER_BEGIN_CAPTURE(cuStreamBeginCaptureToGraph, GMT_CAPTURE_TO_GRAPH_PARAMS, GMT_CAPTURE_TO_GRAPH_ARGS)
+GMT_DRIVER_BEGIN_CAPTURE(cuStreamBeginCaptureToGraph_ptsz, GMT_CAPTURE_TO_GRAPH_PARAMS, GMT_CAPTURE_TO_GRAPH_ARGS)
+#undef GMT_CAPTURE_TO_GRAPH_ARGS
+#undef GMT_CAPTURE_TO_GRAPH_PARAMS
+#undef GMT_DRIVER_BEGIN_CAPTURE
+
+// The capture ends whether or not the graph is valid; note_capture_end_returned tells from the result.
+#define GMT_DRIVER_END_CAPTURE(name)                                    \
+  extern "C" CUresult name(CUstream hStream, CUgraph* phGraph) {        \
+    GMT_DRIVER_PROLOGUE(name, (hStream, phGraph));                      \
+    CUresult result = real(hStream, phGraph);                           \
+    gmt::recorder::note_capture_end_returned(static_cast<int>(result)); \
+    return result;                                                      \
+  }
+GMT_DRIVER_END_CAPTURE(cuStreamEndCapture)
+GMT_DRIVER_END_CAPTURE(cuStreamEndCapture_ptsz)
+#undef GMT_DRIVER_END_CAPTURE
 
 // ---- the wrapper table -------------------------------------------------------------------------------------
 

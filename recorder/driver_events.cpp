@@ -2,6 +2,7 @@
 
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
+#include "recorder/capture_safety.h"
 #include "recorder/driver_queries.h"
 #include "recorder/pool_sampler.h"
 #include "recorder/recorder.h"
@@ -60,7 +61,9 @@ GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind
     e.device_total = memory->total_bytes;
   }
   record(e, /*take_stack=*/true);
-  if (call.result == 0 && (is_stream_ordered(call.driver_api) || is_stream_ordered(e.api))) {
+  // On a capturing stream the allocation is a node of the graph being built: no pool changed (capture_safety.h).
+  if (call.result == 0 && (is_stream_ordered(call.driver_api) || is_stream_ordered(e.api)) &&
+      !stream_is_capturing(call.stream)) {
     sample_pool(pool, call.device, /*force=*/false, e.time_ns);  // the allocation's time: no second clock read
   }
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "recorder/capture_safety.h"
 #include "recorder/settings.h"
 
 namespace gmt::recorder {
@@ -81,6 +82,7 @@ ImportedRange describe_imported(uint64_t address) {
   ImportedRange range;
   const DriverQueries* q = queries();
   if (!q || address == 0) return range;
+  RelaxedCaptureScope relaxed;
   CUdeviceptr base = 0;
   size_t size = 0;
   if (q->get_address_range && q->get_address_range(&base, &size, address) == CUDA_SUCCESS) {
@@ -99,6 +101,7 @@ ImportedRange describe_imported(uint64_t address) {
 int16_t device_of_vmm_handle(uint64_t handle) {
   const DriverQueries* q = queries();
   if (!q || !q->get_allocation_properties) return -1;
+  RelaxedCaptureScope relaxed;
   CUmemAllocationProp prop{};
   if (q->get_allocation_properties(&prop, static_cast<CUmemGenericAllocationHandle>(handle)) != CUDA_SUCCESS) {
     return -1;
@@ -119,6 +122,7 @@ std::string format_gpu_uuid(const unsigned char (&bytes)[16]) {
 bool describe_device(int ordinal, DeviceDescription& out) {
   const DriverQueries* q = queries();
   if (!q || !q->device_get) return false;
+  RelaxedCaptureScope relaxed;
   CUdevice device = 0;
   if (q->device_get(&device, ordinal) != CUDA_SUCCESS) return false;
   out = DeviceDescription{};

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "recorder/cache_hints.h"
+#include "recorder/capture_safety.h"
 #include "recorder/recorder.h"
 
 namespace gmt::recorder {
@@ -45,6 +46,7 @@ GMT_HOT void sample_pool(uint64_t pool, int16_t device, bool force, uint64_t now
   if (!force && now - t_last_sample_ns < kMinSampleIntervalNs) return;
   const DriverFunctions& f = driver();
   if (!f.pool_get_attribute) return;
+  RelaxedCaptureScope relaxed;  // not stream-ordered: allowed while a stream captures only in relaxed mode
   CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
   if (!handle) {
     if (device < 0 || !f.device_get_mem_pool || f.device_get_mem_pool(&handle, device) != CUDA_SUCCESS) return;
