@@ -6,20 +6,23 @@ in step time on these machines (bench/torch_step.py, docs/benchmarks.md), which 
 one process do not.
 
 Arms: "on" is the profiler as it runs by default (every hook recording with stacks, Python frames, NVTX
-capture, the allocator sampler); "off" is the same process with every hook passing its call through (one
-relaxed load per hook) and the sampler idle. What "off" still pays: CUPTI's dispatch of the callbacks that are
+capture, the allocator sampler, PyTorch's tensor blocks); "off" is the same process with every hook passing its
+call through (one relaxed load per hook) and the sampler idle. Configuration "blocks" keeps the CUDA level
+recording throughout and switches only the tensor blocks (gmt_set_torch_blocks_paused): block tracking's own
+cost; "cuda" runs with --no-torch-blocks and switches everything: the CUDA level's cost alone. What "off" still pays: CUPTI's dispatch of the callbacks that are
 subscribed, and our NVTX handler's early return: below a microsecond per call, a few calls per step. Blocks run
 in ABBA order (on, off, off, on, ...) so that a linear drift cancels; each block starts with one untimed step;
 a block's figure is its median step; the cost is taken over the adjacent (on, off) pairs: the median of the
 per-pair ratios, and the mean with its 95% interval (1.96 standard errors).
 
 Peers and control in the same table: PyTorch's own recorder toggled the same way in a raw process
-(torch.cuda.memory._record_memory_history on / off), and an A/A control (a raw process whose arms are identical:
+(torch.cuda.memory._record_memory_history on / off, with stacks="python": the setting that names the Python line,
+as block tracking does), and an A/A control (a raw process whose arms are identical:
 the method's own noise floor).
 
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
-      configs: control, cupti, hooks, recorder (default: all)
+      configs: control, hooks, blocks, cuda, cupti, recorder (default: all)
   bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
 """
 import ctypes
@@ -40,17 +43,17 @@ WARM_UP_STEPS = 20
 
 def switch_for(mode, torch):
     """A function that turns the measured work on (True) or off (False) in this process."""
-    if mode == "gpumemtrace":
+    if mode in ("gpumemtrace", "blocks"):
         library = ctypes.CDLL(os.environ["GMT_LIBRARY"], mode=ctypes.RTLD_GLOBAL | os.RTLD_NOLOAD)
-        set_paused = library.gmt_set_recording_paused
+        set_paused = library.gmt_set_recording_paused if mode == "gpumemtrace" else library.gmt_set_torch_blocks_paused
         set_paused.argtypes, set_paused.restype = [ctypes.c_int], ctypes.c_int
         return lambda on: set_paused(0 if on else 1)
     if mode == "recorder":
         record = torch.cuda.memory._record_memory_history
-        return lambda on: record("all" if on else None, max_entries=100000)
+        return lambda on: record("all" if on else None, stacks="python", max_entries=100000)
     if mode == "control":
         return lambda on: None
-    raise SystemExit(f"unknown worker mode {mode!r} (gpumemtrace, recorder, control)")
+    raise SystemExit(f"unknown worker mode {mode!r} (gpumemtrace, blocks, recorder, control)")
 
 
 def paired_costs(on_blocks, off_blocks):
@@ -136,6 +139,10 @@ def main():
                                                       "-o", trace, "--", *me, "gpumemtrace"]),
         "hooks": ("gpumemtrace hooks", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
                                                       "-o", trace, "--", *me, "gpumemtrace"]),
+        "blocks": ("tensor blocks alone", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
+                                                         "-o", trace, "--", *me, "blocks"]),
+        "cuda": ("CUDA level alone", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
+                                                    "--no-torch-blocks", "-o", trace, "--", *me, "gpumemtrace"]),
         "recorder": ("PyTorch recorder", lambda trace: [*me, "recorder"]),
     }
     if "--configs" in args:
@@ -154,7 +161,7 @@ def main():
             trace = os.path.join(tmp, f"{key}.db")
             measured = run_config(command(trace))
             per_step = "-"
-            if os.path.exists(trace):
+            if os.path.exists(trace) and key != "blocks":
                 check_pauses(trace, blocks)
                 # Ranges are recorded only in "on" blocks: events inside them are the profiler's work per step.
                 value = events_per_train_step(trace, blocks // 2 * (block_steps + 1))

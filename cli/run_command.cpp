@@ -36,7 +36,7 @@ struct RunOptions {
   bool free_stacks = false;
   std::string unwind;  // empty: the library's default (fast)
   bool python_hooks = true;
-  bool torch_blocks = false;
+  bool torch_blocks = true;
   bool no_symbolize = false;
   bool quiet = false;
   bool no_nvtx_capture = false;
@@ -301,7 +301,7 @@ CommandAction add_run_command(CLI::App& app) {
       "size and the devices used are recorded in the trace; `gpumemtrace report DIR` merges the ranks' traces.\n\n"
       "Examples:\n"
       "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
-      "  gpumemtrace run --torch-blocks -o train.db -- python train.py   # leaks named by the tensor's Python line\n"
+      "  gpumemtrace run -o train.db -- python train.py   # PyTorch: leaks named by the tensor's Python line\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
       "  gpumemtrace run --backend hooks -- ./app         # allocation-heavy apps, or another tool holds CUPTI\n"
       "  nsys profile --trace=cuda,nvtx gpumemtrace run --nvtx-emit -- ./app   # our markers in Nsight's timeline\n"
@@ -339,11 +339,13 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("!--no-python-hooks", options->python_hooks,
                 "Do not start the in-process Python hooks (PyTorch/CuPy/JAX allocator statistics); PYTHONPATH is "
                 "then left as it is. Python frames in stacks are separate: GMT_NO_PYTHON_FRAMES=1");
-  run->add_flag("--torch-blocks", options->torch_blocks,
-                "PyTorch block-level mode: record every tensor allocation with its Python stack (PyTorch's own "
-                "memory history, drained into the trace), so a leak inside the caching allocator is named by the "
-                "Python line that allocated the kept tensors. Costs time on every tensor allocation "
-                "(docs/benchmarks.md); ring size per device: GMT_TORCH_BLOCKS_ENTRIES (default 50000)");
+  run->add_flag("!--no-torch-blocks", options->torch_blocks,
+                "Do not record PyTorch's tensors. By default every block PyTorch's caching allocator hands to a "
+                "tensor is recorded with its stack (Python frames included), through a trace tracker that a small "
+                "bridge, built once per torch version against its headers, attaches to the allocator: a leak inside "
+                "the cache is then named by the Python line that keeps the tensors, and memory the cache merely "
+                "holds is not called leaked. Without it, PyTorch's memory is seen at the CUDA level only (its "
+                "segments)");
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
   run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");
@@ -368,10 +370,6 @@ CommandAction add_run_command(CLI::App& app) {
       return kExitBadInput;
     }
     options->command = g_app_argv_after_separator ? *g_app_argv_after_separator : rest;
-    if (options->torch_blocks && !options->python_hooks) {
-      fmt::print(stderr, "gpumemtrace: --torch-blocks needs the in-process Python hooks: drop --no-python-hooks\n");
-      return kExitBadInput;
-    }
     if (options->command.empty()) {
       fmt::print(stderr, "gpumemtrace: run needs the application to start: gpumemtrace run [options] -- app args\n");
       return kExitBadInput;

@@ -37,7 +37,7 @@ bool g_thread_exit_key_made = false;
 // written into the trace with the next batch: never silent.
 void chunk_filled_locked(Recorder& r, std::unique_lock<std::mutex>& lock) {
   if (r.buffers.full_chunks_locked() == kFullChunksToWakeWriter) r.wake_writer.notify_one();
-  if (r.buffers.full_chunks_locked() <= kMaxPendingChunks || r.stop_requested) return;
+  if (r.buffers.full_chunks_locked() <= kMaxPendingChunks || r.stop_requested || t_never_wait) return;
   t_holds_recorder_lock = false;  // the wait releases the mutex
   uint64_t wait_start = now_ns();
   r.chunk_written.wait(lock, [&r] {
@@ -55,6 +55,11 @@ GMT_COLD void hand_over_full_chunk(Recorder& r, ThreadBuffer& buffer) {
   std::unique_lock lock(r.mutex);
   HoldsRecorderLock holds;
   if (r.disabled.load(std::memory_order_relaxed)) {  // no consumer reads it any more
+    EventBuffers::discard_locked(buffer);
+    return;
+  }
+  if (t_never_wait && r.buffers.full_chunks_locked() >= kMaxPendingChunksNeverWait) {
+    r.dropped_events += buffer.filling->published.load(std::memory_order_relaxed);
     EventBuffers::discard_locked(buffer);
     return;
   }
@@ -186,6 +191,9 @@ GMT_HOT void record(EventRecord& event, bool take_stack) {
     hand_over_full_chunk(r, *buffer);
   }
 }
+
+NeverWaitScope::NeverWaitScope() : previous_(t_never_wait) { t_never_wait = true; }
+NeverWaitScope::~NeverWaitScope() { t_never_wait = previous_; }
 
 void record_late(EventRecord* events, const RawStack* stacks, size_t count) {
   if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();

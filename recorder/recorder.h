@@ -31,6 +31,21 @@ void create_recorder();
 // thread's own buffer: recorder/event_buffers.h). Call only inside an active HookScope.
 void record(EventRecord& event, bool take_stack);
 
+// While one lives on a thread, record() never waits for the writer: for callers that hold another library's lock
+// (PyTorch's allocator, recorder/framework_blocks.h), where a wait would stall every thread of the app that takes
+// that lock. Past kMaxPendingChunksNeverWait full chunks, such a thread's full chunk is dropped instead, and counted
+// (meta dropped_events: the trace is then incomplete). Nests.
+class NeverWaitScope {
+ public:
+  NeverWaitScope();
+  ~NeverWaitScope();
+  NeverWaitScope(const NeverWaitScope&) = delete;
+  NeverWaitScope& operator=(const NeverWaitScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Appends events that someone else recorded earlier and hands over late, in batches (PyTorch's tensor blocks:
 // recorder/tensor_blocks.cpp), each with its stack already made (Python frames as tagged values). Their times are
 // their own: they never go backwards among such events, but they are not clamped against the hooks' events, which

@@ -29,6 +29,11 @@ namespace gmt::recorder::detail {
 // at most ~20 MB of events: docs/benchmarks.md), producers wait: the policy is "no event is ever dropped"; the
 // time spent waiting is the price when an app outruns SQLite.
 constexpr size_t kMaxPendingChunks = 192;
+// Threads that must not wait (NeverWaitScope: PyTorch's allocator lock held) go on queuing past kMaxPendingChunks,
+// up to this many (~70 MB of events, a second or more of the writer's work); past it their full chunks are dropped
+// and counted. The writer takes ~1.3M events/s (docs/benchmarks.md), so only an app that outruns it for seconds
+// gets there.
+constexpr size_t kMaxPendingChunksNeverWait = 4 * kMaxPendingChunks;
 constexpr auto kFlushInterval = std::chrono::milliseconds(200);
 // Events written per SQLite transaction (10-20 ms): what a fork waits for, at most, besides an occasional WAL
 // checkpoint inside a commit.
@@ -74,6 +79,7 @@ struct Recorder {
   std::vector<std::pair<std::string, std::string>> pending_meta;  // set_meta_later: written with the next batch
   uint64_t backpressure_waits = 0;  // see schema::meta::kBackpressureWaits
   uint64_t backpressure_wait_ns = 0;  // their total time
+  uint64_t dropped_events = 0;  // events of NeverWaitScope threads dropped past kMaxPendingChunksNeverWait
 
   // Held during SQLite work and while the buffers are consumed (one consumer at a time); fork waits for it so the
   // child inherits no half-write. Taken before `mutex`, never after.
@@ -115,6 +121,9 @@ extern Recorder* g_recorder __attribute__((visibility("hidden")));
 // True while this (app) thread holds Recorder::mutex: a fatal-signal handler running on it must not wait for
 // the writer, which would wait for that mutex. Set and cleared with the lock held; read by the handler only.
 inline thread_local bool t_holds_recorder_lock __attribute__((tls_model("initial-exec"))) = false;
+
+// Set while a NeverWaitScope lives on this thread (recorder.h).
+inline thread_local bool t_never_wait __attribute__((tls_model("initial-exec"))) = false;
 
 struct HoldsRecorderLock {
   HoldsRecorderLock() { t_holds_recorder_lock = true; }

@@ -120,6 +120,7 @@ bool create_trace(Recorder& r) {
 struct BatchMeta {
   uint64_t backpressure_waits = 0;  // the totals so far
   uint64_t backpressure_wait_ns = 0;
+  uint64_t dropped_events = 0;
   std::vector<std::pair<std::string, std::string>> meta;
 };
 
@@ -127,6 +128,7 @@ BatchMeta take_batch_meta_locked(Recorder& r) {
   BatchMeta b;
   b.backpressure_waits = r.backpressure_waits;
   b.backpressure_wait_ns = r.backpressure_wait_ns;
+  b.dropped_events = r.dropped_events;
   b.meta.swap(r.pending_meta);
   return b;
 }
@@ -201,7 +203,7 @@ bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
 }
 
 bool write_batch_meta(Recorder& r, const BatchMeta& batch) {
-  if (batch.backpressure_waits == 0 && batch.meta.empty()) return true;
+  if (batch.backpressure_waits == 0 && batch.dropped_events == 0 && batch.meta.empty()) return true;
   yield_to_fork(r);
   std::lock_guard write_lock(r.write_mutex);
   if (r.write_failed) return false;
@@ -210,6 +212,7 @@ bool write_batch_meta(Recorder& r, const BatchMeta& batch) {
     r.writer.set_meta(schema::meta::kBackpressureWaits, std::to_string(batch.backpressure_waits));
     r.writer.set_meta(schema::meta::kBackpressureWaitNs, std::to_string(batch.backpressure_wait_ns));
   }
+  if (batch.dropped_events > 0) r.writer.set_meta(schema::meta::kDroppedEvents, std::to_string(batch.dropped_events));
   for (const auto& [key, value] : batch.meta) r.writer.set_meta(key.c_str(), value);
   return true;
 }

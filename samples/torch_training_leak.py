@@ -1,7 +1,8 @@
 """A PyTorch training loop that leaks the way real ones do: its metric logging keeps a graph-attached tensor every
 step (history.append(loss) instead of loss.item()), and with it that step's activations. At the CUDA level the
-caching allocator only grows its segments, from whichever allocation finds no free block; `gpumemtrace run
---torch-blocks` names the line that keeps the tensors (BLOCK-LEAK-SITE). `--fixed` logs loss.item(): no leak.
+caching allocator only grows its segments, from whichever allocation finds no free block; at the block level
+(PyTorch's tensors, recorded by default) `gpumemtrace run` names the line that keeps the tensors (BLOCK-LEAK-SITE).
+`--fixed` logs loss.item(): no leak. Prints PyTorch's own count of the tensor blocks it allocated.
 
 usage: torch_training_leak.py [--fixed] [--steps N]
 """
@@ -38,3 +39,4 @@ for step in range(args.steps):
     torch.cuda.nvtx.range_pop()
 torch.cuda.synchronize()
 print(f"steps {len(history)} fixed {args.fixed}", flush=True)
+print(f"torch_allocations {torch.cuda.memory_stats()['allocation.all.allocated']}", flush=True)

@@ -25,6 +25,8 @@ std::string_view to_string(EventKind kind) {
     case EventKind::Mark: return "mark";
     case EventKind::VmmImport: return "vmm_import";
     case EventKind::AllocatorSample: return "allocator_sample";
+    case EventKind::SegmentAlloc: return "segment_alloc";
+    case EventKind::SegmentFree: return "segment_free";
   }
   return "unknown";
 }
@@ -91,6 +93,10 @@ std::string_view to_string(Api api) {
     case Api::cuMemImportFromShareableHandle: return "cuMemImportFromShareableHandle";
     case Api::torchBlockAlloc: return "torch_block_alloc";
     case Api::torchBlockFree: return "torch_block_free";
+    case Api::torchSegmentAlloc: return "torch_segment_alloc";
+    case Api::torchSegmentFree: return "torch_segment_free";
+    case Api::torchSegmentMap: return "torch_segment_map";
+    case Api::torchSegmentUnmap: return "torch_segment_unmap";
   }
   return "unknown";
 }

@@ -20,7 +20,10 @@ namespace gmt::schema {
 // shareable VMM handles), a framework allocator's own statistics (table allocator_stats), PyTorch's tensor blocks
 // (the block-level mode) and the devices table. Readers of v6 read every older trace: a trace without a table
 // simply has none of its rows (no ranges, no Python frames, no allocator statistics, no device names).
-inline constexpr int kSchemaVersion = 6;
+// 7 = a framework allocator's segments (event kinds SegmentAlloc, SegmentFree) and its blocks recorded as they
+// happen, from PyTorch's trace tracker (no tables change; events of source TorchAllocator are in time order with
+// all others).
+inline constexpr int kSchemaVersion = 7;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -66,6 +69,13 @@ enum class EventKind : uint8_t {
   // A sample of a framework allocator's own statistics (v6). Stored in the allocator_stats table, never in
   // events.
   AllocatorSample = 21,
+  // A framework allocator's reservation (v7; source TorchAllocator, memory kind TensorBlock): address, size of a
+  // range of device memory it took from CUDA to hand out as blocks (PyTorch: a segment it cudaMalloc'd, or the
+  // part of an expandable segment it mapped), and the same range given back. The CUDA-level events of that memory
+  // stay the one count of device memory: these only say which device memory is a framework's heap, and where its
+  // blocks lie.
+  SegmentAlloc = 22,
+  SegmentFree = 23,
 };
 
 enum class MemoryKind : uint8_t {
@@ -138,6 +148,11 @@ enum class Api : uint8_t {
   // v6: a tensor block allocated or freed by PyTorch's caching allocator (block-level mode).
   torchBlockAlloc = 45,
   torchBlockFree = 46,
+  // v7: PyTorch's caching allocator's segments (SegmentAlloc / SegmentFree events).
+  torchSegmentAlloc = 47,
+  torchSegmentFree = 48,
+  torchSegmentMap = 49,    // expandable segments: a part mapped
+  torchSegmentUnmap = 50,  // ... unmapped
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -145,8 +160,8 @@ enum class Source : uint8_t {
   RuntimeHook = 1,  // interpose/: the preloaded cudart symbol (backend "runtime")
   Cupti = 2,        // cupti/: a CUPTI driver-API callback (backend "cupti")
   DriverHook = 3,   // interpose/: a hooked driver entry point (backend "hooks")
-  // PyTorch's memory history (torch.cuda.memory._record_memory_history), imported by the block-level mode
-  // (v6). Its events never decide which capture path counts for CUDA-level memory.
+  // PyTorch's caching allocator: its blocks and segments (v6: drained from its memory history; v7: from its trace
+  // tracker, as they happen). Its events never decide which capture path counts for CUDA-level memory.
   TorchAllocator = 4,
 };
 
@@ -175,9 +190,9 @@ std::string_view to_string(FrameworkAllocator allocator);
 std::string_view to_string(SampleTrigger trigger);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 21;
+inline constexpr int kMaxEventKind = 23;
 inline constexpr int kMaxMemoryKind = 6;
-inline constexpr int kMaxApi = 46;
+inline constexpr int kMaxApi = 50;
 inline constexpr int kMaxSource = 4;
 inline constexpr int kMaxFrameworkAllocator = 5;
 inline constexpr int kMaxSampleTrigger = 4;
@@ -339,12 +354,21 @@ inline constexpr const char* kEventsTimeOrdered = "events_time_ordered";
 // "write failed: <reason>", or, in the stand-in trace `run` writes, "killed by signal N (<name>) before
 // recording started". Absent when recording ran to the end or the process died without a chance to say.
 inline constexpr const char* kStopReason = "stop_reason";
-// The block-level mode (`run --torch-blocks`, v6): "1" once the in-process package enabled PyTorch's memory history
-// in this process (tensor blocks may still be none). Absent: the mode was off, the trace has no tensor blocks.
+// PyTorch's tensor blocks: "1" once the in-process package attached its tracker to PyTorch's caching allocator in
+// this process (v7; in v6 traces: once it enabled PyTorch's memory history for `run --torch-blocks`); "0" when it
+// could not (tensor_blocks_note says why). Absent: no PyTorch caching allocator was tracked.
 inline constexpr const char* kTensorBlocks = "tensor_blocks";
 // How many drains of PyTorch's history ring found that it had overwritten entries not drained yet (the app
 // allocated faster than the drain kept up): tensor blocks were lost then (how many is unknown). "0": none lost.
 inline constexpr const char* kTensorBlocksOverruns = "tensor_blocks_overruns";
+// v7: "1" once PyTorch's trace tracker is attached in this process (tensor blocks recorded as they happen);
+// "0" with tensor_blocks_note saying why it could not be (no compiler, another allocator backend, ...): the
+// trace then has PyTorch's memory at the CUDA level only. Absent: no PyTorch caching allocator was used.
+inline constexpr const char* kTensorBlocksNote = "tensor_blocks_note";
+// v7: when the Python interpreter began to exit (its atexit handlers ran, CLOCK_MONOTONIC ns): tensor blocks are
+// recorded up to then only, so the blocks alive at the end of the trace are those the app held when it exited,
+// not what the interpreter's teardown released afterwards.
+inline constexpr const char* kTensorBlocksEndNs = "tensor_blocks_end_ns";
 // The benchmark control gmt_set_recording_paused (recorder/pause.cpp): how many times recording was paused and for
 // how long in all (ns, pauses that ended). Events in those periods are missing from the trace: an allocation freed
 // during a pause looks live. Absent when recording was never paused.

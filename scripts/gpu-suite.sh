@@ -63,8 +63,8 @@ bench_wanted overhead && python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUN
 bench_wanted torch_step && python3 bench/torch_step.py "$build" "${GMT_TORCH_ROUNDS:-5}" ${GMT_TORCH_ARGS:-} 2>&1 | tee "$out/torch_step.txt"
 # The same step with recording switched on and off inside one process (the figure for the 0.5% target).
 bench_wanted torch_step_ab && python3 bench/torch_step_ab.py "$build" ${GMT_TORCH_AB_ARGS:-} 2>&1 | tee "$out/torch_step_ab.txt"
-# The block-level mode (--torch-blocks) against the default run: its cost per step and per tensor.
-bench_wanted torch_blocks && python3 bench/torch_blocks.py "$build" "${GMT_TORCH_BLOCKS_ROUNDS:-5}" 2>&1 | tee "$out/torch_blocks.txt"
+# PyTorch's tensor blocks: their cost per tensor inside one process, and the sustained rate with nothing dropped.
+bench_wanted torch_blocks && python3 bench/torch_blocks.py "$build" 2>&1 | tee "$out/torch_blocks.txt"
 # CPU-side figures on this idle host, the writer pinned to two cores like the build machine (GMT_CPU_BENCH=1).
 if [ -n "${GMT_CPU_BENCH:-}" ]; then
   taskset -c 0,1 python3 bench/trace_throughput.py "$build" --rounds 3 2>&1 | tee "$out/trace_throughput.txt"

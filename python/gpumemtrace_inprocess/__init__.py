@@ -25,9 +25,9 @@ def start():
         # LD_PRELOAD. Nothing to record into; stay silent, as an unprofiled process would be.
         return
     _start_part("allocator statistics", "allocator_stats")
-    from . import torch_blocks, watch
-    if torch_blocks.enabled():
-        watch.when_imported("torch", torch_blocks.on_torch_imported)
+    from . import torch_tracker, watch
+    if torch_tracker.enabled():
+        watch.when_imported("torch", torch_tracker.on_torch_imported)
 
 
 def _start_part(what, module_name):

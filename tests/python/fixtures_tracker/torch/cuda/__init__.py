@@ -1,7 +1,6 @@
 """TEST FIXTURE, not PyTorch: lazy CUDA initialization as torch.cuda has it (_lazy_call queues until init)."""
 import ctypes
-
-from . import memory
+import os
 
 _initialized = False
 _queued_calls = []
@@ -10,6 +9,10 @@ SEGMENT_BYTES = 256 << 20
 
 def is_initialized():
     return _initialized
+
+
+def get_allocator_backend():
+    return os.environ.get("FIXTURE_ALLOCATOR_BACKEND", "native")
 
 
 def _lazy_call(callable):
@@ -24,13 +27,14 @@ def init():
     global _initialized
     if _initialized:
         return
+    import torch
     # Resolved in the global scope, as PyTorch's libc10_cuda imports it: there the preloaded hooks see the call.
     ctypes.CDLL("libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
     cudart = ctypes.CDLL(None)
     pointer = ctypes.c_void_p()
     if cudart.cudaMalloc(ctypes.byref(pointer), ctypes.c_size_t(SEGMENT_BYTES)) != 0:
         raise RuntimeError("cudaMalloc of the segment failed")
-    memory._segment_base = pointer.value
+    torch._c10_cuda().fixture_init(pointer.value, SEGMENT_BYTES)
     _initialized = True
     for call in _queued_calls:
         call()

@@ -1,0 +1,111 @@
+// A framework allocator's actions (recorder/framework_blocks.h) as events: blocks as allocations and frees of
+// memory kind TensorBlock, segments as SegmentAlloc / SegmentFree, an out-of-memory error as a failed allocation,
+// all of source TorchAllocator. The block's stack (native frames and the thread's Python frames) is taken here,
+// as for a cudaMalloc: its innermost frames are the allocator's, its Python frames name the app's line.
+#include "recorder/framework_blocks.h"
+
+#include <atomic>
+#include <string>
+
+#include "recorder/cache_hints.h"
+#include "recorder/guard.h"
+#include "recorder/recorder.h"
+#include "recorder/settings.h"
+#include "schema/trace_schema.h"
+
+namespace gmt::recorder {
+namespace {
+
+std::atomic<bool> g_blocks_stopped{false};  // gmt_torch_blocks_stop
+// The benchmark control gmt_set_torch_blocks_paused: PyTorch still calls the tracker, which returns at once, while
+// every CUDA-level hook records (bench/torch_step_ab.py measures block tracking's own cost with it).
+std::atomic<bool> g_blocks_paused{false};
+
+using schema::Api;
+using schema::EventKind;
+
+constexpr int32_t kCudaErrorMemoryAllocation = 2;
+
+GMT_HOT EventRecord block_event(EventKind kind, Api api, int device, uint64_t address, uint64_t size,
+                                uint64_t stream) {
+  EventRecord e;
+  e.time_ns = now_ns();
+  e.thread_id = current_thread_id();
+  e.kind = kind;
+  e.api = api;
+  e.source = schema::Source::TorchAllocator;
+  e.memory_kind = schema::MemoryKind::TensorBlock;
+  e.device = static_cast<int16_t>(device);
+  e.address = address;
+  e.size = size;
+  e.stream = stream;
+  return e;
+}
+
+}  // namespace
+}  // namespace gmt::recorder
+
+extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocator_action(int action, int device,
+                                                                                        uint64_t address,
+                                                                                        uint64_t size,
+                                                                                        uint64_t stream) {
+  using namespace gmt::recorder;
+  HookScope scope;  // CUDA calls made meanwhile (none expected) are not the app's
+  if (!scope.active() || g_blocks_stopped.load(std::memory_order_relaxed) ||
+      g_blocks_paused.load(std::memory_order_relaxed)) {
+    return;
+  }
+  NeverWaitScope never_wait;  // PyTorch's allocator lock is held: drop and count rather than wait
+  switch (action) {
+    case GMT_TORCH_ALLOC: {
+      EventRecord e = block_event(EventKind::Alloc, Api::torchBlockAlloc, device, address, size, stream);
+      return record(e, /*take_stack=*/true);
+    }
+    case GMT_TORCH_FREE_COMPLETED: {
+      EventRecord e = block_event(EventKind::Free, Api::torchBlockFree, device, address, 0, stream);
+      return record(e, settings().take_free_stacks);
+    }
+    case GMT_TORCH_SEGMENT_ALLOC:
+    case GMT_TORCH_SEGMENT_MAP: {
+      const Api api = action == GMT_TORCH_SEGMENT_ALLOC ? Api::torchSegmentAlloc : Api::torchSegmentMap;
+      EventRecord e = block_event(EventKind::SegmentAlloc, api, device, address, size, stream);
+      return record(e, /*take_stack=*/false);  // the CUDA-level allocation just before it has the stack
+    }
+    case GMT_TORCH_SEGMENT_FREE:
+    case GMT_TORCH_SEGMENT_UNMAP: {
+      const Api api = action == GMT_TORCH_SEGMENT_FREE ? Api::torchSegmentFree : Api::torchSegmentUnmap;
+      EventRecord e = block_event(EventKind::SegmentFree, api, device, address, size, stream);
+      return record(e, /*take_stack=*/false);
+    }
+    case GMT_TORCH_OOM: {
+      // The request that failed, at the line that asked. `address` is what the device said was free; the
+      // CUDA-level failure (if the allocator got as far as cudaMalloc) has the device's figures.
+      EventRecord e = block_event(EventKind::AllocFailed, Api::torchBlockAlloc, device, 0, size, stream);
+      e.error = kCudaErrorMemoryAllocation;
+      return record(e, /*take_stack=*/true);
+    }
+    default:
+      return;  // FREE_REQUESTED: the block is not reusable until FREE_COMPLETED; SNAPSHOT and later actions
+  }
+}
+
+extern "C" __attribute__((visibility("default"))) void gmt_torch_blocks_state(int attached, const char* note) {
+  using namespace gmt::recorder;
+  namespace meta = gmt::schema::meta;
+  HookScope scope;
+  set_meta_later(meta::kTensorBlocks, attached ? "1" : "0");
+  if (note != nullptr && *note != '\0') set_meta_later(meta::kTensorBlocksNote, note);
+}
+
+extern "C" __attribute__((visibility("default"))) void gmt_torch_blocks_stop(void) {
+  using namespace gmt::recorder;
+  HookScope scope;
+  g_blocks_stopped.store(true, std::memory_order_relaxed);
+  set_meta_later(gmt::schema::meta::kTensorBlocksEndNs, std::to_string(now_ns()));
+}
+
+// Benchmarks only (like gmt_set_recording_paused, recorder/pause.cpp): pauses (paused != 0) or resumes the recording
+// of PyTorch's blocks alone; returns the previous state. Blocks freed while paused stay live in the trace.
+extern "C" __attribute__((visibility("default"))) int gmt_set_torch_blocks_paused(int paused) {
+  return gmt::recorder::g_blocks_paused.exchange(paused != 0, std::memory_order_relaxed) ? 1 : 0;
+}

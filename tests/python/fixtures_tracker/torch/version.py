@@ -1,0 +1,2 @@
+"""TEST FIXTURE, not PyTorch."""
+git_version = "fixture0000000"

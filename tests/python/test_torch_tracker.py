@@ -1,0 +1,224 @@
+"""PyTorch's tensors recorded as they are allocated (python/gpumemtrace_inprocess/torch_tracker.py and the bridge it
+builds), against the fake torch of fixtures_tracker/ (a labelled TEST FIXTURE: CI has no PyTorch) under the
+simulated runtime: the bridge built once per torch build into its cache (once, also when several processes start
+together), every block and segment in the trace with the thread and Python line that allocated it, in time order
+with the CUDA-level events, an out-of-memory request at its line, and every fallback (no compiler, no headers,
+another allocator backend, --no-torch-blocks) saying why and leaving the app and the CUDA level alone.
+The GPU suite (tests/gpu/test_gpu_torch_blocks.py) runs the same path against the real PyTorch."""
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import unittest
+
+from gmt_e2e import CLI, TraceDirTestCase, report_json, run_cli
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "tracker_app.py")
+FIXTURE = os.environ["GMT_TRACKER_FIXTURE"]
+STEPS = 40
+KEPT_BYTES = 2 << 20
+TEMP_BYTES = 1 << 20
+SEGMENT_BYTES = 256 << 20
+TORCH_ALLOCATOR = 4  # schema Source::TorchAllocator
+TENSOR_BLOCK = 6     # schema MemoryKind::TensorBlock
+ALLOC, FREE, ALLOC_FAILED, SEGMENT_ALLOC = 1, 2, 3, 22
+TORCH_BLOCK_ALLOC, TORCH_BLOCK_FREE, TORCH_SEGMENT_ALLOC = 45, 46, 47
+
+
+def marker(text):
+    with open(APP) as f:
+        for number, line in enumerate(f, 1):
+            if text in line:
+                return number
+    raise AssertionError(text)
+
+
+class TorchTrackerTest(TraceDirTestCase):
+    def setUp(self):
+        super().setUp()
+        self.cache = self.path("bridge-cache")
+
+    def run_app(self, name, *options, app_args=(), env=None, fixture=FIXTURE):
+        full_env = {"PYTHONPATH": fixture, "GMT_TORCH_BRIDGE_CACHE": self.cache}
+        full_env.update(env or {})
+        trace = self.path(name)
+        result = run_cli("run", "--simulate", "-q", "-o", trace, *options, "--", sys.executable, APP, str(STEPS),
+                         *app_args, env=full_env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("done True", result.stdout)
+        seen = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+        return trace, seen, result.stderr
+
+    def query(self, trace, sql, *args):
+        db = sqlite3.connect(trace)
+        try:
+            return db.execute(sql, args).fetchall()
+        finally:
+            db.close()
+
+    def meta(self, trace):
+        return dict(self.query(trace, "SELECT key, value FROM meta"))
+
+    def python_frames(self, trace, stack_id):
+        """A stack's Python frames, innermost first, without the fake torch's own (real torch allocates in C++)."""
+        frames = self.query(trace, "SELECT fl.text, fn.text, p.line FROM stack_frames f "
+                                   "JOIN python_frames p ON p.id = f.python_frame_id "
+                                   "JOIN strings fl ON fl.id = p.file_id JOIN strings fn ON fn.id = p.function_id "
+                                   "WHERE f.stack_id = ? ORDER BY f.level", stack_id)
+        return [f for f in frames if not f[0].startswith(FIXTURE)]
+
+    def test_every_block_and_segment_is_in_the_trace_with_its_line(self):
+        trace, seen, stderr = self.run_app("blocks.db")
+        self.assertIn("building the PyTorch bridge", stderr)
+        meta = self.meta(trace)
+        self.assertEqual(meta["tensor_blocks"], "1")
+        self.assertNotIn("tensor_blocks_note", meta)
+        rows = self.query(trace, "SELECT id, time_ns, kind, api, memory_kind, address, size, stack_id, thread_id "
+                                 "FROM events WHERE source = ? ORDER BY id", TORCH_ALLOCATOR)
+        allocs = [r for r in rows if r[2] == ALLOC]
+        frees = [r for r in rows if r[2] == FREE]
+        segments = [r for r in rows if r[2] == SEGMENT_ALLOC]
+        self.assertEqual(len(allocs), STEPS * 4)
+        # The kept blocks are alive when the interpreter begins to exit: their frees during its teardown are not
+        # the app's (recording of blocks stops once the atexit handlers have run).
+        self.assertEqual(len(frees), STEPS * 3)
+        self.assertEqual(len(rows), len(allocs) + len(frees) + len(segments))
+        self.assertEqual([(r[3], r[6]) for r in segments], [(TORCH_SEGMENT_ALLOC, SEGMENT_BYTES)])
+        self.assertTrue(all(r[4] == TENSOR_BLOCK for r in rows))
+        self.assertEqual({r[3] for r in allocs}, {TORCH_BLOCK_ALLOC})
+        self.assertEqual({r[3] for r in frees}, {TORCH_BLOCK_FREE})
+        self.assertEqual(sum(r[6] for r in allocs), STEPS * (3 * TEMP_BYTES + KEPT_BYTES))
+        # The segment is the CUDA-level allocation the fake torch made at init, and comes before its blocks.
+        cuda = self.query(trace, "SELECT id, address, size FROM events WHERE source != ? AND kind = ?",
+                          TORCH_ALLOCATOR, ALLOC)
+        self.assertEqual([(c[1], c[2]) for c in cuda], [(segments[0][5], SEGMENT_BYTES)])
+        self.assertLess(cuda[0][0], segments[0][0])
+        self.assertLess(segments[0][0], allocs[0][0])
+        # Every free gives back the block allocated last at its address; the live ones at exit are the kept ones.
+        live = {}
+        for r in rows:
+            if r[2] == ALLOC:
+                self.assertNotIn(r[5], live)
+                live[r[5]] = r[6]
+            elif r[2] == FREE:
+                self.assertEqual(live.pop(r[5]), TEMP_BYTES)
+        self.assertEqual(sorted(live.values()), [KEPT_BYTES] * STEPS)
+        # As they happened: in time order with everything else, inside the loop, on the app's main thread.
+        self.assertEqual(meta["events_time_ordered"], "1")
+        times = [r[1] for r in allocs]
+        self.assertEqual(times, sorted(times))
+        self.assertGreaterEqual(min(times), int(seen["first_ns"]))
+        self.assertLessEqual(max(times), int(seen["last_ns"]))
+        self.assertEqual({r[8] for r in rows}, {int(meta["pid"])})
+        # The Python frames of a kept block: the allocating line, then the loop that called it.
+        kept_stacks = {r[7] for r in allocs if r[6] == KEPT_BYTES}
+        self.assertEqual(len(kept_stacks), 1)
+        frames = self.python_frames(trace, kept_stacks.pop())
+        self.assertEqual(frames[0], (APP, "make_activation", marker("BLOCK-KEPT")))
+        self.assertEqual(frames[1], (APP, "<module>", marker("BLOCK-LOOP")))
+        temp_stacks = {r[7] for r in allocs if r[6] == TEMP_BYTES}
+        self.assertEqual(len(temp_stacks), 1)
+        self.assertEqual(self.python_frames(trace, temp_stacks.pop())[0], (APP, "temporary", marker("BLOCK-TEMP")))
+        self.assertTrue(all(r[7] == 0 for r in frees))
+
+    def test_threads_blocks_carry_their_own_thread_and_nothing_is_lost(self):
+        threads = 16
+        trace, seen, _ = self.run_app("threads.db", app_args=["--threads", str(threads)])
+        ids = {int(t) for t in seen["thread_ids"].split()}
+        self.assertEqual(len(ids), threads)
+        rows = self.query(trace, "SELECT thread_id, kind, count(*), sum(size) FROM events WHERE source = ? "
+                                 "AND size = 4096 GROUP BY thread_id, kind", TORCH_ALLOCATOR)
+        allocs = {r[0]: r[2] for r in rows if r[1] == ALLOC}
+        self.assertEqual(set(allocs), ids)
+        self.assertEqual(set(allocs.values()), {200})
+        frees = self.query(trace, "SELECT count(*) FROM events WHERE source = ? AND kind = ? AND thread_id IN (%s)"
+                           % ",".join(map(str, ids)), TORCH_ALLOCATOR, FREE)
+        self.assertEqual(frees[0][0], threads * 200)
+        self.assertEqual(self.meta(trace)["dropped_events"], "0")
+
+    def test_an_out_of_memory_request_is_a_failed_allocation_at_its_line(self):
+        trace, seen, _ = self.run_app("oom.db", app_args=["--oom"])
+        self.assertEqual(seen["oom"], "raised True")
+        failed = self.query(trace, "SELECT size, stack_id, api FROM events WHERE source = ? AND kind = ?",
+                            TORCH_ALLOCATOR, ALLOC_FAILED)
+        self.assertEqual(len(failed), 1)
+        self.assertEqual(failed[0][0], 1 << 40)
+        self.assertEqual(failed[0][2], TORCH_BLOCK_ALLOC)
+        self.assertEqual(self.python_frames(trace, failed[0][1])[0], (APP, "<module>", marker("BLOCK-OOM")))
+
+    def test_the_bridge_is_built_once_and_then_found_in_the_cache(self):
+        self.run_app("first.db")
+        built = [f for f in os.listdir(self.cache) if f.endswith(".so")]
+        self.assertEqual(len(built), 1, os.listdir(self.cache))
+        self.assertTrue(built[0].startswith("torch-bridge-2.11.0_fixture-fixture00000-abi1-"), built[0])
+        _, _, stderr = self.run_app("second.db")
+        self.assertNotIn("building the PyTorch bridge", stderr)
+        # Several processes at once with an empty cache (the ranks of a job): one builds, the others wait for it.
+        shutil.rmtree(self.cache)
+        env = dict(os.environ, PYTHONPATH=FIXTURE, GMT_TORCH_BRIDGE_CACHE=self.cache)
+        processes = [subprocess.Popen([CLI, "run", "--simulate", "-q", "-o", self.path(f"rank{i}.db"), "--",
+                                       sys.executable, APP, "4"], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for i in range(4)]
+        outputs = [p.communicate(timeout=300) for p in processes]
+        self.assertEqual([p.returncode for p in processes], [0] * 4, outputs)
+        self.assertEqual(sum(err.count("building the PyTorch bridge") for _, err in outputs), 1, outputs)
+        for i in range(4):
+            self.assertEqual(self.meta(self.path(f"rank{i}.db"))["tensor_blocks"], "1")
+
+    def check_fallback(self, name, expected_reason, env=None, fixture=FIXTURE):
+        trace, seen, stderr = self.run_app(name, env=env, fixture=fixture)
+        lines = [line for line in stderr.splitlines() if "PyTorch's tensors are not tracked" in line]
+        self.assertEqual(len(lines), 1, stderr)
+        self.assertIn(expected_reason, lines[0])
+        meta = self.meta(trace)
+        self.assertEqual(meta["tensor_blocks"], "0")
+        self.assertIn(expected_reason, meta["tensor_blocks_note"])
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM events WHERE source = ?", TORCH_ALLOCATOR), [(0,)])
+        # The CUDA level is what it is without tracking: the one segment, alive at exit.
+        totals = report_json(trace)["totals"]
+        self.assertEqual((totals["allocations"], totals["allocated_bytes"]), (1, SEGMENT_BYTES))
+        return stderr
+
+    def test_without_a_compiler_the_app_runs_on_at_the_cuda_level(self):
+        self.check_fallback("nocxx.db", "no C++ compiler", env={"CXX": "/nonexistent/c++"})
+
+    def test_another_allocator_backend_is_said(self):
+        self.check_fallback("backend.db", "allocator backend is cudaMallocAsync",
+                            env={"FIXTURE_ALLOCATOR_BACKEND": "cudaMallocAsync"})
+
+    def test_a_torch_without_headers_is_said(self):
+        headless = self.path("headless")
+        shutil.copytree(FIXTURE, headless)
+        shutil.rmtree(os.path.join(headless, "torch", "include"))
+        self.check_fallback("headless.db", "has no C++ headers", fixture=headless)
+
+    def test_a_bridge_that_does_not_build_is_said_with_its_log(self):
+        stderr = self.check_fallback("broken.db", "building the PyTorch bridge failed",
+                                     env={"CXX": "c++ -DGMT_FIXTURE_BREAK -include /nonexistent/header.h"})
+        log = [f for f in os.listdir(self.cache) if f.endswith(".log")]
+        self.assertEqual(len(log), 1)
+        self.assertIn(log[0], stderr)
+
+    def test_no_torch_blocks_leaves_pytorch_alone(self):
+        trace, _, stderr = self.run_app("off.db", "--no-torch-blocks")
+        self.assertNotIn("bridge", stderr)
+        self.assertNotIn("tensor_blocks", self.meta(trace))
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM events WHERE source = ?", TORCH_ALLOCATOR), [(0,)])
+        self.assertFalse(os.path.exists(self.cache))
+
+    def test_report_names_the_kept_tensors_line(self):
+        trace, _, _ = self.run_app("report.db")
+        report = report_json(trace)
+        blocks = report["tensor_blocks"]
+        self.assertEqual(blocks["totals"]["allocations"], STEPS * 4)
+        self.assertEqual(blocks["totals"]["leaked_bytes"], STEPS * KEPT_BYTES)
+        self.assertEqual(blocks["totals"]["leaked_allocations"], STEPS)
+        kept_line = f"{APP}:make_activation:{marker('BLOCK-KEPT')}"
+        self.assertEqual(blocks["alive_at_exit"][0]["python_line"], kept_line)
+        self.assertEqual(blocks["alive_at_exit"][0]["bytes"], STEPS * KEPT_BYTES)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,57 @@
+"""An app for the tensor-tracking tests, run under `gpumemtrace run --simulate` with the fake torch of
+fixtures_tracker/ on PYTHONPATH: a training-like loop that allocates three temporaries per step and keeps one
+2 MiB "activation" every step (the leak the report must name), then, with --threads N, N threads that each allocate
+and free blocks, and with --oom a request the fake allocator cannot satisfy. Prints what the checks compare
+against, one "key value" per line.
+
+usage: tracker_app.py STEPS [--threads N] [--oom]
+"""
+import sys
+import threading
+import time
+
+import torch  # the fixture, not PyTorch
+
+STEPS = int(sys.argv[1])
+KEPT_BYTES = 2 << 20
+TEMP_BYTES = 1 << 20
+THREAD_PAIRS = 200
+
+
+def make_activation():
+    return torch.empty_block(KEPT_BYTES)  # BLOCK-KEPT: make_activation
+
+
+def temporary():
+    return torch.empty_block(TEMP_BYTES)  # BLOCK-TEMP: temporary
+
+
+def churn():
+    for _ in range(THREAD_PAIRS):
+        block = torch.empty_block(4096)  # BLOCK-THREAD: churn
+        del block
+
+
+kept = []
+first_ns = time.monotonic_ns()
+for step in range(STEPS):
+    scratch = [temporary() for _ in range(3)]
+    del scratch
+    kept.append(make_activation())  # BLOCK-LOOP: kept
+last_ns = time.monotonic_ns()
+print("first_ns", first_ns)
+print("last_ns", last_ns)
+if "--threads" in sys.argv:
+    count = int(sys.argv[sys.argv.index("--threads") + 1])
+    workers = [threading.Thread(target=churn) for _ in range(count)]
+    for worker in workers:
+        worker.start()
+    print("thread_ids", " ".join(str(w.native_id) for w in workers))
+    for worker in workers:
+        worker.join()
+if "--oom" in sys.argv:
+    try:
+        torch.empty_block(1 << 40)  # BLOCK-OOM: too much
+    except torch.OutOfMemoryError:
+        print("oom raised", True)
+print("done", True)
