@@ -41,7 +41,11 @@ if [ -f .gpu/baseline.tar ]; then
 fi
 
 status=0
-if [ -z "${GMT_ONLY_BENCH:-}" ]; then
+if [ -n "${GMT_GPU_TESTS:-}" ]; then
+  # Only the GPU suites whose names match (e.g. GMT_GPU_TESTS='graphs|torch'): a quick check of one change.
+  ctest --test-dir "$build" --output-on-failure -L gpu -R "$GMT_GPU_TESTS" -V -j2 >"$out/gpu-suite.log" 2>&1 || status=1
+  grep -E "FIGURE|ok$|FAIL|ERROR|Error|Ran |^[0-9]+: OK|SKIP|tests passed" "$out/gpu-suite.log" | sed 's/^[0-9]*: //' | tail -80
+elif [ -z "${GMT_ONLY_BENCH:-}" ]; then
   # Everything but the GPU suite first (quick), then the GPU suite once, verbosely, with its figures.
   ctest --test-dir "$build" --output-on-failure -j8 -LE gpu >"$out/ctest.log" 2>&1
   status=$?
