@@ -20,6 +20,7 @@
 #include "recorder/cache_hints.h"
 #include "recorder/capture_safety.h"
 #include "recorder/driver_events.h"
+#include "recorder/graph_memory.h"
 #include "recorder/guard.h"
 
 namespace gmt::cupti {
@@ -276,6 +277,37 @@ GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, co
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
       if (c.data.callbackSite == CUPTI_API_EXIT) recorder::note_capture_end_returned(c.result);
       return;
+
+    // ---- CUDA graphs' memory nodes (recorder/graph_memory.h) ------------------------------------------
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphAddMemAllocNode: {
+      const auto& p = params<cuGraphAddMemAllocNode_params>(c);
+      if (c.data.callbackSite != CUPTI_API_EXIT || c.result != CUDA_SUCCESS || !p.nodeParams) return;
+      return recorder::record_graph_alloc_node(driver_call(c, device_of_context(c)), p.nodeParams->dptr,
+                                               p.nodeParams->bytesize);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags: {
+      const auto& p = params<cuGraphInstantiateWithFlags_params>(c);
+      if (c.data.callbackSite != CUPTI_API_EXIT || c.result != CUDA_SUCCESS) return;
+      return recorder::note_graph_instantiated(out_value(c, p.phGraphExec), reinterpret_cast<uint64_t>(p.hGraph),
+                                               p.flags);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz: {  // the same parameters
+      const auto& p = params<cuGraphInstantiateWithParams_params>(c);
+      if (c.data.callbackSite != CUPTI_API_EXIT || c.result != CUDA_SUCCESS) return;
+      return recorder::note_graph_instantiated(out_value(c, p.phGraphExec), reinterpret_cast<uint64_t>(p.hGraph),
+                                               p.instantiateParams ? p.instantiateParams->flags : 0);
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: {  // the same parameters
+      const auto& p = params<cuGraphLaunch_params>(c);
+      if (c.data.callbackSite != CUPTI_API_EXIT || c.result != CUDA_SUCCESS) return;
+      return recorder::record_graph_launch(driver_call(c, device_of_context(c), p.hStream),
+                                           reinterpret_cast<uint64_t>(p.hGraph));
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy:
+      if (c.data.callbackSite != CUPTI_API_ENTER) return;
+      return recorder::forget_graph_exec(reinterpret_cast<uint64_t>(params<cuGraphExecDestroy_params>(c).hGraphExec));
     default:
       return;  // an id we did not enable
   }

@@ -74,6 +74,14 @@ inline constexpr CallbackSite kCallbackSites[] = {
     GMT_DRIVER_SITE(cuStreamBeginCaptureToGraph_ptsz, Unknown),
     GMT_DRIVER_SITE(cuStreamEndCapture, Unknown),
     GMT_DRIVER_SITE(cuStreamEndCapture_ptsz, Unknown),
+    // CUDA graphs' memory nodes (recorder/graph_memory.h): allocated and freed at each launch.
+    GMT_DRIVER_SITE(cuGraphAddMemAllocNode, cudaMallocAsync),
+    GMT_DRIVER_SITE(cuGraphInstantiateWithFlags, Unknown),
+    GMT_DRIVER_SITE(cuGraphInstantiateWithParams, Unknown),
+    GMT_DRIVER_SITE(cuGraphInstantiateWithParams_ptsz, Unknown),
+    GMT_DRIVER_SITE(cuGraphLaunch, graphMemAlloc),
+    GMT_DRIVER_SITE(cuGraphLaunch_ptsz, graphMemAlloc),
+    GMT_DRIVER_SITE(cuGraphExecDestroy, Unknown),
 
     // Runtime calls: naming only.
     GMT_RUNTIME_SITE(cudaMalloc_v3020, cudaMalloc),

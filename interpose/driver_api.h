@@ -28,4 +28,7 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, cons
                                           const CUgraphEdgeData* dependencyData, size_t numDependencies,
                                           CUstreamCaptureMode mode);
 CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
 }

@@ -53,7 +53,14 @@
   X(cuStreamBeginCaptureToGraph)      \
   X(cuStreamBeginCaptureToGraph_ptsz) \
   X(cuStreamEndCapture)               \
-  X(cuStreamEndCapture_ptsz)
+  X(cuStreamEndCapture_ptsz)          \
+  X(cuGraphAddMemAllocNode)           \
+  X(cuGraphInstantiateWithFlags)      \
+  X(cuGraphInstantiateWithParams)     \
+  X(cuGraphInstantiateWithParams_ptsz) \
+  X(cuGraphLaunch)                    \
+  X(cuGraphLaunch_ptsz)               \
+  X(cuGraphExecDestroy)
 
 // Driver functions the wrappers call but do not wrap: the device, context and free memory of an event.
 #define GMT_DRIVER_CALLS(X) \

@@ -14,6 +14,7 @@
 #include "recorder/cache_hints.h"
 #include "recorder/capture_safety.h"
 #include "recorder/driver_events.h"
+#include "recorder/graph_memory.h"
 #include "recorder/guard.h"
 
 namespace {
@@ -435,6 +436,63 @@ GMT_DRIVER_BEGIN_CAPTURE(cuStreamBeginCaptureToGraph_ptsz, GMT_CAPTURE_TO_GRAPH_
 GMT_DRIVER_END_CAPTURE(cuStreamEndCapture)
 GMT_DRIVER_END_CAPTURE(cuStreamEndCapture_ptsz)
 #undef GMT_DRIVER_END_CAPTURE
+
+// ---- CUDA graphs' memory nodes (recorder/graph_memory.h) --------------------------------------------------
+
+extern "C" CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                           size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
+  GMT_DRIVER_PROLOGUE(cuGraphAddMemAllocNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+  CUresult result = real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+  if (result == CUDA_SUCCESS && nodeParams) {
+    gmt::recorder::record_graph_alloc_node(make_call(Api::cudaMallocAsync, result, MemoryKind::Device),
+                                           nodeParams->dptr, nodeParams->bytesize);
+  }
+  return result;
+}
+
+extern "C" CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
+  GMT_DRIVER_PROLOGUE(cuGraphInstantiateWithFlags, (phGraphExec, hGraph, flags));
+  CUresult result = real(phGraphExec, hGraph, flags);
+  if (result == CUDA_SUCCESS && phGraphExec) {
+    gmt::recorder::note_graph_instantiated(reinterpret_cast<uint64_t>(*phGraphExec), reinterpret_cast<uint64_t>(hGraph),
+                                           flags);
+  }
+  return result;
+}
+
+#define GMT_DRIVER_INSTANTIATE_WITH_PARAMS(name)                                                             \
+  extern "C" CUresult name(CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) { \
+    GMT_DRIVER_PROLOGUE(name, (phGraphExec, hGraph, params));                                                \
+    CUresult result = real(phGraphExec, hGraph, params);                                                     \
+    if (result == CUDA_SUCCESS && phGraphExec) {                                                             \
+      gmt::recorder::note_graph_instantiated(reinterpret_cast<uint64_t>(*phGraphExec),                      \
+                                             reinterpret_cast<uint64_t>(hGraph), params ? params->flags : 0); \
+    }                                                                                                        \
+    return result;                                                                                           \
+  }
+GMT_DRIVER_INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams)
+GMT_DRIVER_INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams_ptsz)
+#undef GMT_DRIVER_INSTANTIATE_WITH_PARAMS
+
+#define GMT_DRIVER_GRAPH_LAUNCH(name)                                                                 \
+  extern "C" CUresult name(CUgraphExec hGraphExec, CUstream hStream) {                                \
+    GMT_DRIVER_PROLOGUE(name, (hGraphExec, hStream));                                                 \
+    CUresult result = real(hGraphExec, hStream);                                                      \
+    if (result == CUDA_SUCCESS) {                                                                     \
+      gmt::recorder::record_graph_launch(make_call(Api::graphMemAlloc, result, MemoryKind::Device, hStream), \
+                                         reinterpret_cast<uint64_t>(hGraphExec));                     \
+    }                                                                                                 \
+    return result;                                                                                    \
+  }
+GMT_DRIVER_GRAPH_LAUNCH(cuGraphLaunch)
+GMT_DRIVER_GRAPH_LAUNCH(cuGraphLaunch_ptsz)
+#undef GMT_DRIVER_GRAPH_LAUNCH
+
+extern "C" CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  GMT_DRIVER_PROLOGUE(cuGraphExecDestroy, (hGraphExec));
+  gmt::recorder::forget_graph_exec(reinterpret_cast<uint64_t>(hGraphExec));
+  return real(hGraphExec);
+}
 
 // ---- the wrapper table -------------------------------------------------------------------------------------
 

@@ -4,14 +4,14 @@
 #include "recorder/cache_hints.h"
 #include "recorder/capture_safety.h"
 #include "recorder/driver_queries.h"
+#include "recorder/graph_memory.h"
 #include "recorder/pool_sampler.h"
 #include "recorder/recorder.h"
 #include "recorder/settings.h"
 
 namespace gmt::recorder {
-namespace {
 
-GMT_HOT EventRecord make_event(const DriverCall& call, schema::EventKind kind, schema::MemoryKind memory_kind) {
+GMT_HOT EventRecord make_driver_event(const DriverCall& call, schema::EventKind kind, schema::MemoryKind memory_kind) {
   EventRecord e;
   e.time_ns = now_ns();
   e.thread_id = current_thread_id();
@@ -26,6 +26,8 @@ GMT_HOT EventRecord make_event(const DriverCall& call, schema::EventKind kind, s
   e.error = call.result;
   return e;
 }
+
+namespace {
 
 bool is_runtime_api(schema::Api api) {
   auto code = static_cast<int>(api);
@@ -46,8 +48,13 @@ bool is_stream_ordered(schema::Api api) {
 
 GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind, uint64_t address, uint64_t size,
                                  uint64_t pool, std::optional<DeviceMemoryInfo> memory) {
-  EventRecord e = make_event(call, call.result == 0 ? schema::EventKind::Alloc : schema::EventKind::AllocFailed,
-                             kind);
+  // On a capturing stream the allocation is a node of the graph being built: its memory comes at each launch.
+  const bool stream_ordered = is_stream_ordered(call.driver_api) || is_stream_ordered(current_runtime_api());
+  if (call.result == 0 && stream_ordered && stream_is_capturing(call.stream)) {
+    return record_graph_alloc_node(call, address, size);
+  }
+  EventRecord e = make_driver_event(call, call.result == 0 ? schema::EventKind::Alloc : schema::EventKind::AllocFailed,
+                                    kind);
   // Inside a runtime call, the runtime may probe the driver and recover from a failure the app never sees
   // (seen on the H200: one failing driver allocation per run of the stream-ordered pool sample, while every
   // runtime call succeeded). Out-of-memory is always kept: it is what OOM forensics is for.
@@ -61,16 +68,20 @@ GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind
     e.device_total = memory->total_bytes;
   }
   record(e, /*take_stack=*/true);
-  // On a capturing stream the allocation is a node of the graph being built: no pool changed (capture_safety.h).
-  if (call.result == 0 && (is_stream_ordered(call.driver_api) || is_stream_ordered(e.api)) &&
-      !stream_is_capturing(call.stream)) {
+  if (call.result == 0 && stream_ordered) {
     sample_pool(pool, call.device, /*force=*/false, e.time_ns);  // the allocation's time: no second clock read
   }
 }
 
 GMT_HOT void record_driver_free(const DriverCall& call, schema::MemoryKind kind, uint64_t address) {
   if (address == 0) return;  // freeing null is a no-op, not a free
-  EventRecord e = make_event(call, schema::EventKind::Free, kind);
+  // On a capturing stream the free is a node of the graph being built: it frees at each launch.
+  if ((is_stream_ordered(call.driver_api) || is_stream_ordered(current_runtime_api())) &&
+      stream_is_capturing(call.stream)) {
+    return;
+  }
+  note_free_outside_graph(address);
+  EventRecord e = make_driver_event(call, schema::EventKind::Free, kind);
   e.address = address;
   e.error = 0;
   record(e, settings().take_free_stacks);
@@ -84,7 +95,7 @@ void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_
   schema::MemoryKind memory_kind = kind == schema::EventKind::VmmCreate   ? schema::MemoryKind::VmmPhysical
                                    : kind == schema::EventKind::VmmImport ? schema::MemoryKind::IpcImported
                                                                           : schema::MemoryKind::None;
-  EventRecord e = make_event(call, kind, memory_kind);
+  EventRecord e = make_driver_event(call, kind, memory_kind);
   e.address = address;
   e.size = size;
   e.handle = handle;
@@ -99,7 +110,7 @@ void record_ipc_open(const DriverCall& call, uint64_t address) {
   ImportedRange range = describe_imported(address);
   DriverCall on_device = call;
   if (range.device >= 0) on_device.device = range.device;
-  EventRecord e = make_event(on_device, schema::EventKind::Alloc, schema::MemoryKind::IpcImported);
+  EventRecord e = make_driver_event(on_device, schema::EventKind::Alloc, schema::MemoryKind::IpcImported);
   e.address = address;
   e.size = range.size;
   record(e, /*take_stack=*/true);

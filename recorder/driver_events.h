@@ -20,6 +20,9 @@ struct DriverCall {
   uint64_t stream = 0;
 };
 
+// An event of `kind` for `call`, stamped now, named after the runtime call in progress when there is one.
+EventRecord make_driver_event(const DriverCall& call, schema::EventKind kind, schema::MemoryKind memory_kind);
+
 struct DeviceMemoryInfo {
   uint64_t free_bytes = 0;
   uint64_t total_bytes = 0;

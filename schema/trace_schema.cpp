@@ -27,6 +27,7 @@ std::string_view to_string(EventKind kind) {
     case EventKind::AllocatorSample: return "allocator_sample";
     case EventKind::SegmentAlloc: return "segment_alloc";
     case EventKind::SegmentFree: return "segment_free";
+    case EventKind::GraphAllocNode: return "graph_alloc_node";
   }
   return "unknown";
 }
@@ -97,6 +98,8 @@ std::string_view to_string(Api api) {
     case Api::torchSegmentFree: return "torch_segment_free";
     case Api::torchSegmentMap: return "torch_segment_map";
     case Api::torchSegmentUnmap: return "torch_segment_unmap";
+    case Api::graphMemAlloc: return "graph_mem_alloc";
+    case Api::graphMemFree: return "graph_mem_free";
   }
   return "unknown";
 }

@@ -76,6 +76,11 @@ enum class EventKind : uint8_t {
   // blocks lie.
   SegmentAlloc = 22,
   SegmentFree = 23,
+  // A memory-alloc node added to a CUDA graph (v7): an allocation made on a capturing stream, or
+  // cuGraphAddMemAllocNode. address, size: the node's; the stack: where it was made. Not memory: each launch of an
+  // instantiated graph allocates it (Alloc, api graphMemAlloc, with this stack) and its free nodes free (Free, api
+  // graphMemFree), at launch time (recorder/graph_memory.h).
+  GraphAllocNode = 24,
 };
 
 enum class MemoryKind : uint8_t {
@@ -153,6 +158,10 @@ enum class Api : uint8_t {
   torchSegmentFree = 48,
   torchSegmentMap = 49,    // expandable segments: a part mapped
   torchSegmentUnmap = 50,  // ... unmapped
+  // v7: CUDA graphs. A launch's allocation by a memory-alloc node, and its free by a memory-free node; a
+  // stream-ordered allocation made while its stream captures is recorded under its own name, as GraphAllocNode.
+  graphMemAlloc = 51,
+  graphMemFree = 52,
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -164,6 +173,10 @@ enum class Source : uint8_t {
   // tracker, as they happen). Its events never decide which capture path counts for CUDA-level memory.
   TorchAllocator = 4,
 };
+
+// pool_usage.pool of a sample of a device's CUDA graph memory pool (v7; cuDeviceGetGraphMemAttribute), which has no
+// handle of its own: the row's device says which.
+inline constexpr uint64_t kGraphMemoryPool = ~uint64_t{0};
 
 // Which framework allocator an allocator_stats row describes (v6).
 enum class FrameworkAllocator : uint8_t {
@@ -190,9 +203,9 @@ std::string_view to_string(FrameworkAllocator allocator);
 std::string_view to_string(SampleTrigger trigger);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 23;
+inline constexpr int kMaxEventKind = 24;
 inline constexpr int kMaxMemoryKind = 6;
-inline constexpr int kMaxApi = 50;
+inline constexpr int kMaxApi = 52;
 inline constexpr int kMaxSource = 4;
 inline constexpr int kMaxFrameworkAllocator = 5;
 inline constexpr int kMaxSampleTrigger = 4;
