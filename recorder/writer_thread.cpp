@@ -23,9 +23,16 @@ namespace {
 using namespace detail;
 
 void write_backend_meta(Recorder& r) {
+  const BackendDecision decision = backend_decision();
   r.writer.set_meta(schema::meta::kBackend, backend_name(active_backend()));
-  std::string note = backend_note();
-  if (!note.empty()) r.writer.set_meta(schema::meta::kBackendNote, note);
+  if (!decision.reason.empty()) r.writer.set_meta(schema::meta::kBackendReason, decision.reason);
+  if (!decision.note.empty()) r.writer.set_meta(schema::meta::kBackendNote, decision.note);
+  if (decision.cross_check != Backend::Undecided) {
+    r.writer.set_meta(schema::meta::kVerifyBackend, backend_name(decision.cross_check));
+  }
+  if (!decision.cross_check_unavailable.empty()) {
+    r.writer.set_meta(schema::meta::kVerifyUnavailable, decision.cross_check_unavailable);
+  }
 }
 
 // The devices named by the events written so far, as meta "devices" ("0,1"). Ordinals beyond 63 are not
