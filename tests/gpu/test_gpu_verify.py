@@ -6,9 +6,9 @@
   samples/ and on PyTorch (three allocator settings), CuPy (its pools and pinned memory) and JAX (preallocated and
   the platform allocator), in every process of each run, while the report's figures count each allocation once
   (the programs' own leak counts);
-- where the hooks cannot see the app (the library not preloaded: `env -u LD_PRELOAD` in front of the app, which the
-  driver still loads through CUDA_INJECTION64_PATH) `auto` counts with CUPTI and says why once, and --verify there
-  shows the hooks missing every event: the cross-check finds a blind backend on a real GPU;
+- where the hooks cannot see the app (another library's dlsym preloaded before ours; the library not preloaded, loaded
+  by the driver through CUDA_INJECTION64_PATH) `auto` counts with CUPTI and says why once, and --verify there shows
+  the hooks missing every event: the cross-check finds a blind backend on a real GPU;
 - under compute-sanitizer --verify says that no cross-check ran, and report --fail-on-disagreement fails.
 Skips (exit 77) without a GPU; the framework cases skip without their framework."""
 import glob
@@ -25,6 +25,7 @@ from test_gpu_samples import SKIP, have_gpu  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 SAMPLES_DIR = os.environ.get("GMT_SAMPLES_DIR", "samples")
+BUILD_DIR = os.environ.get("GMT_BUILD_DIR", "build")
 
 # Every CUDA program of samples/ (samples/CMakeLists.txt), with arguments that keep it short, its exit status, and
 # what of its own account ("truth:" line) the report must equal: "exact" (leaked bytes and allocations, failed
@@ -219,32 +220,51 @@ class VerifyFrameworksTest(VerifyTestCase):
 
 
 class WhereTheHooksCannotSeeTest(VerifyTestCase):
-    """The library reaches the app only through the driver's injection path: `env -u LD_PRELOAD` runs the app
-    without the preload (run still sets CUDA_INJECTION64_PATH, and the same pid keeps the trace name)."""
+    """Two processes whose lookups of the driver do not go through our dlsym: another library's dlsym preloaded
+    before ours that answers every lookup itself (tests/backend/other_dlsym.c), and the library not preloaded at all,
+    loaded by the driver through CUDA_INJECTION64_PATH (given static TLS room for it: docs/design.md)."""
 
+    OTHER_DLSYM = os.path.join(BUILD_DIR, "tests", "backend", "libother_dlsym.so")
+    LIBRARY = os.path.join(BUILD_DIR, "lib", "gpumemtrace", "libgpumemtrace.so")
     NOT_PRELOADED = "gpumemtrace's library was not preloaded into this process"
+    STATIC_TLS_ROOM = "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536"
 
-    def test_auto_counts_with_cupti_and_says_why_once(self):
-        trace = self.path("not-preloaded.db")
-        result = run_cli("run", "-o", trace, "--", "env", "-u", "LD_PRELOAD", sample("leaky"))
+    def other_dlsym_first(self):
+        for path in (self.OTHER_DLSYM, self.LIBRARY):
+            if not os.path.exists(path):
+                self.skipTest(f"not built: {path}")
+        return ["env", f"LD_PRELOAD={self.OTHER_DLSYM}:{self.LIBRARY}", sample("leaky")]
+
+    def check_cupti_counted(self, label, command, reason):
+        trace = self.path(f"{label}.db")
+        result = run_cli("run", "-o", trace, "--", *command)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         said = [line for line in result.stderr.splitlines() if "the driver hooks cannot see" in line]
         self.assertEqual(len(said), 1, result.stderr[-3000:])
-        self.assertIn(self.NOT_PRELOADED, said[0])
+        self.assertIn(reason, said[0])
         self.assertTrue(said[0].endswith("; counting with CUPTI instead"), said[0])
         meta = meta_of(trace)
         self.assertEqual((meta["backend"], meta["backend_reason"]), ("cupti", "hooks_cannot_bind"))
-        self.assertIn(self.NOT_PRELOADED, meta["backend_note"])
+        self.assertIn(reason, meta["backend_note"])
         report = report_json(trace)
         truth = parse_truth(result.stdout)[0]
         self.assertEqual((report["totals"]["leaked_bytes"], report["totals"]["leaked_allocations"]),
                          (truth["leaked_bytes"], truth["leaked_allocations"]))
         self.assertEqual(find_leak(report, "load_weights")["bytes"], 4 << 20)
         self.assertIn("  backend    cupti: the driver hooks cannot see", run_cli("report", trace).stdout)
-        self.figures.append(f"not preloaded: auto = cupti, leaked {report['totals']['leaked_bytes']} B; said: {said[0]}")
+        self.figures.append(f"{label}: auto = cupti, leaked {report['totals']['leaked_bytes']} B; said: {said[0]}")
+
+    def test_another_dlsym_first_auto_counts_with_cupti_and_says_why_once(self):
+        self.check_cupti_counted("other-dlsym", self.other_dlsym_first(),
+                                 f"another library's dlsym comes before gpumemtrace's in this process "
+                                 f"({self.OTHER_DLSYM})")
+
+    def test_not_preloaded_auto_counts_with_cupti_and_says_why_once(self):
+        self.check_cupti_counted("not-preloaded", ["env", "-u", "LD_PRELOAD", self.STATIC_TLS_ROOM, sample("leaky")],
+                                 self.NOT_PRELOADED)
 
     def test_verify_finds_that_the_hooks_miss_every_event(self):
-        traces, result = self.verify_run("blind-hooks", ["env", "-u", "LD_PRELOAD", sample("leaky")])
+        traces, result = self.verify_run("blind-hooks", self.other_dlsym_first())
         self.assertEqual(len(traces), 1, traces)
         check = report_json(traces[0])["cross_check"]
         self.assertEqual((check["counting_backend"], check["checking_backend"]), ("cupti", "hooks"))
