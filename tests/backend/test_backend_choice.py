@@ -22,6 +22,14 @@ NOT_PRELOADED = "gpumemtrace's library was not preloaded into this process"
 STATIC_TLS_ROOM = "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536"
 
 
+def sanitizer_build():
+    try:
+        with open(os.path.join(os.environ.get("GMT_BUILD_DIR", "build"), "CMakeCache.txt")) as f:
+            return "-fsanitize=" in f.read()
+    except OSError:
+        return False
+
+
 def driver_env():
     """The stand-in driver first on the library path: the app's dlopen("libcuda.so.1") finds it."""
     path = os.environ.get("LD_LIBRARY_PATH", "")
@@ -60,6 +68,32 @@ class BackendChoiceTest(TraceDirTestCase):
                                   (2, CU_MEM_FREE, HOOKS, 0)])
         totals = report_json(trace)["totals"]
         self.assertEqual((totals["allocations"], totals["frees"], totals["leaked_bytes"]), (2, 1, 1 << 20))
+
+    @unittest.skipIf(sanitizer_build(), "libcupti is not loaded into sanitizer builds' processes")
+    def test_verify_where_cupti_cannot_start_counts_once_and_says_nothing_was_compared(self):
+        # CUPTI cannot subscribe on the stand-in driver (or is not found at all): the hooks count alone, and the trace
+        # says why there is no cross-check, so the gate cannot pass on it.
+        trace = self.path("verify.db")
+        result = run_cli("run", "--verify", "-o", trace, "--", APP, env=driver_env())
+        self.assertEqual(result.returncode, 0, result.stderr)
+        said = self.said(result.stderr, "--verify")
+        self.assertEqual(len(said), 1, result.stderr)
+        self.assertTrue(said[0].startswith("gpumemtrace: --verify: no cross-check in this process: CUPTI cannot be "
+                                           "used: "), said[0])
+        self.assertIn("  cross-check: did not run: CUPTI cannot be used: ", result.stderr)
+        with sqlite3.connect(trace) as db:
+            meta = dict(db.execute("SELECT key, value FROM meta"))
+            sources = db.execute("SELECT DISTINCT source FROM events").fetchall()
+        self.assertEqual((meta["backend"], meta["backend_reason"]), ("hooks", "hooks_bind"))
+        self.assertNotIn("verify_backend", meta)
+        self.assertTrue(meta["verify_unavailable"].startswith("CUPTI cannot be used: "), meta)
+        self.assertEqual(sources, [(HOOKS,)])
+        report = report_json(trace)
+        self.assertFalse(report["cross_check"]["ran"])
+        self.assertEqual((report["totals"]["allocations"], report["totals"]["frees"]), (2, 1))
+        gate = run_cli("report", "--fail-on-disagreement", trace)
+        self.assertEqual(gate.returncode, 1, gate.stderr)
+        self.assertIn("Cross-check (run --verify): did not run: CUPTI cannot be used: ", gate.stdout)
 
     def test_a_library_that_was_not_preloaded_says_the_hooks_cannot_see(self):
         # `env` drops our preload (and keeps the test's own); the stand-in driver's cuInit loads the library. A library
