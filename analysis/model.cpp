@@ -9,6 +9,7 @@
 #include "analysis/ranges.h"
 #include "analysis/suppressions.h"
 #include "analysis/tensor_blocks.h"
+#include "analysis/verify.h"
 
 #include <algorithm>
 #include <cctype>
@@ -205,6 +206,8 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   info.command_line = trace.meta(meta::kCommandLine);
   info.hostname = trace.meta(meta::kHostname);
   info.backend = trace.meta(meta::kBackend);
+  info.backend_reason = trace.meta(meta::kBackendReason);
+  info.backend_note = trace.meta(meta::kBackendNote);
   info.tool_version = trace.meta(meta::kToolVersion);
   info.complete = meta_flag(trace, meta::kComplete);
   info.simulated = meta_flag(trace, meta::kSimulated);
@@ -275,7 +278,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
       "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
       ", e.thread_id, e.stream FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id" +
-      events_of(set);
+      events_of(set) + without_cross_check(trace);  // run --verify: the cross-check's events count nowhere
   uint64_t events_estimated = 0;
   if (options.progress) {
     Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
@@ -507,6 +510,11 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
     block_options.progress = nullptr;  // one progress indicator per report: the CUDA-level pass's
     report.tensor_blocks = tensor_block_report(analyze_event_set(trace, block_options, EventSet::TensorBlocks),
                                                trace);
+  }
+  if (has_cross_check(trace)) {
+    StackLoader stacks(trace);
+    report.cross_check = std::make_shared<const CrossCheck>(
+        cross_check_trace(trace, [&stacks](int64_t id) -> const Stack& { return stacks.load(id); }));
   }
   return report;
 }

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 namespace gmt::analysis {
 
 struct SuppressionSet;  // suppressions.h
+struct CrossCheck;      // verify.h
 
 struct AnalyzeOptions {
   // Leak groups whose total bytes are below this are left out of Report::leaks (and counted in
@@ -172,6 +174,8 @@ struct TraceInfo {
   std::optional<std::string> command_line;
   std::optional<std::string> hostname;
   std::optional<std::string> backend;
+  std::optional<std::string> backend_reason;  // meta backend_reason (v7): schema::backend_reasons
+  std::optional<std::string> backend_note;    // meta backend_note: what the process said about its choice
   std::optional<std::string> tool_version;
   int schema_version = 0;
   // end_monotonic_ns - start; when the end is not recorded (incomplete trace), up to the last event and
@@ -478,6 +482,8 @@ struct Report {
   Breakdown breakdown;
   // nullopt: the trace has no block-level data (meta tensor_blocks absent: the mode was off).
   std::optional<TensorBlockReport> tensor_blocks;
+  // run --verify: the two backends' events matched one to one (verify.h); null for every other trace.
+  std::shared_ptr<const CrossCheck> cross_check;
 };
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a

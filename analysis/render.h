@@ -23,9 +23,10 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 
 // The same report as a JSON document (pretty printed, indent 2, trailing newline). Shape, with every
 // field always present (null where unknown):
-//   trace:  path, pid, command_line, hostname, backend, tool_version, schema_version, duration_ns,
+//   trace:  path, pid, command_line, hostname, backend, backend_reason, backend_note, tool_version, schema_version, duration_ns,
 //           duration_from_events, complete, simulated, symbolized, dropped_events, event_count
 //   devices[]: ordinal, name, uuid, total_bytes, pci_bus_id (the devices table; [] before schema v6)
+//   cross_check: null unless the trace comes from run --verify (render_json_parts.h has its shape)
 //   totals: allocations, allocated_bytes, frees, failed_allocations, leaked_bytes, leaked_allocations,
 //           peak_bytes, peak_time_ns, unmatched_frees, inconsistencies
 //   peak_by_kind, peak_time_ns_by_kind, leaked_by_kind: {device, managed, host_pinned}

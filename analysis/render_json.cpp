@@ -50,6 +50,8 @@ Json trace_json(const TraceInfo& trace) {
               {"command_line", optional_value(trace.command_line)},
               {"hostname", optional_value(trace.hostname)},
               {"backend", optional_value(trace.backend)},
+              {"backend_reason", optional_value(trace.backend_reason)},
+              {"backend_note", optional_value(trace.backend_note)},
               {"tool_version", optional_value(trace.tool_version)},
               {"schema_version", trace.schema_version},
               {"duration_ns", trace.duration_ns},
@@ -391,6 +393,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
   Json document{
       {"trace", trace_json(report.trace)},
       {"devices", devices_json(report.devices)},
+      {"cross_check", cross_check_json(report)},
       {"filters", filters_json(report.filters)},
       {"totals", totals_json(report.totals)},
       {"peak_by_kind", per_kind(report.peak_by_kind)},

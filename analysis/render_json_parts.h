@@ -24,5 +24,10 @@ nlohmann::ordered_json devices_json(const std::vector<DeviceInfo>& devices);
 // open_at_end_bytes), left_open_handles, left_open_bytes, left_open[] (bytes, count, apis[], devices[],
 // stack_id, stack_ids, stack_missing, stack[]). render_json_imported.cpp.
 nlohmann::ordered_json imported_json(const ImportedMemory& imported);
+// cross_check: null unless run --verify; else ran, counting_backend, checking_backend, unavailable, counting_events,
+// checking_events, matched, named_differently, on_other_device, disagreements, only_counting, only_checking,
+// groups[] (seen_by, missed_by, kind, api, memory_kind, count, bytes, first_time_ns, event_ids[], stack_id,
+// stack_missing, stack[]). render_verify.cpp.
+nlohmann::ordered_json cross_check_json(const Report& report);
 
 }  // namespace gmt::analysis

@@ -78,6 +78,8 @@ void append_header(std::string& out, const TraceInfo& trace) {
   out += fmt::format("  duration   {}{}\n", format_duration(trace.duration_ns),
                      trace.duration_from_events ? " (up to the last recorded event)" : "");
   if (trace.simulated) out += "  runtime    simulated CUDA runtime (no GPU was used)\n";
+  // Only when the choice of backend had something to say (a fallback, and why).
+  if (trace.backend_note) out += fmt::format("  backend    {}: {}\n", trace.backend.value_or("?"), *trace.backend_note);
   if (!trace.complete) {
     out += fmt::format("warning: the trace is incomplete: {}.\n", incomplete_reason(trace));
     out += "         Memory live at the end of the trace was not necessarily leaked.\n";
@@ -226,6 +228,7 @@ std::string render_text(const Report& report, const RenderOptions& options) {
   std::string out;
   append_header(out, report.trace);
   append_devices(out, report);
+  append_cross_check(out, report, options);
   append_filters(out, report);
   append_totals(out, report, options);
   append_leaks(out, report, options);

@@ -28,6 +28,8 @@ std::string one_line_stack(const Stack& stack);
 void append_call_stack(std::string& out, const Stack& stack, size_t max_frames);
 // Under the header: each device's name and UUID from the devices table (render_text_imported.cpp).
 void append_devices(std::string& out, const Report& report);
+// Under the devices: run --verify's cross-check, the disagreements first (render_verify.cpp); nothing otherwise.
+void append_cross_check(std::string& out, const Report& report, const RenderOptions& options);
 // After the leaks: other processes' memory opened here, per device, and the handles left open.
 void append_imported(std::string& out, const Report& report, const RenderOptions& options);
 

@@ -9,7 +9,9 @@ Usage: bench/overhead.py BUILD_DIR [rounds=5] [--simulate] [--with-sanitizer]
 
 Variants (one column each; raw always runs, first):
   on a GPU:        cupti, hooks, runtime, "cupti, no stacks", "hooks, no stacks", "cupti, runtime callbacks"
-                   (GMT_CUPTI_RUNTIME_CALLBACKS=1), and compute-sanitizer with --with-sanitizer
+                   (GMT_CUPTI_RUNTIME_CALLBACKS=1), and compute-sanitizer with --with-sanitizer; only when named
+                   in --variants: "hooks, verify" (run --verify: the hooks count and CUPTI records every event too,
+                   the cost of the cross-check; no "before:" column, since older builds have no --verify)
   with --simulate: runtime, "runtime, no stacks" (the simulated runtime has no driver: only the runtime hooks
                    apply)
 
@@ -78,6 +80,8 @@ def builtin_variants(bench, simulate):
     cupti = gpu["cupti"].command
     gpu["cupti, runtime callbacks"] = Variant(
         lambda cli, trace: ["env", "GMT_CUPTI_RUNTIME_CALLBACKS=1", *cupti(cli, trace)])
+    verify = profiled("--backend", "hooks", "--verify").command
+    gpu["hooks, verify"] = Variant(verify, profiled=False)
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     gpu["compute-sanitizer"] = Variant(lambda cli, trace: [sanitizer, "--leak-check", "full", bench],
                                        raw_env=True, profiled=False)
@@ -92,6 +96,10 @@ def builtin_variants(bench, simulate):
         variants.update(gpu)
         unavailable = {}
     return variants, unavailable
+
+
+# Built-in variants that run only when --variants names them.
+ONLY_WHEN_NAMED = {"hooks, verify"}
 
 
 def split_names(text, known):
@@ -184,7 +192,8 @@ def plan(parser, args, bench):
         names += [label for label in env_variants if label not in names]
         with_baseline = set(names)
     else:
-        names = [name for name in builtin if name != "compute-sanitizer" or args.with_sanitizer]
+        names = [name for name in builtin if (name != "compute-sanitizer" or args.with_sanitizer)
+                 and name not in ONLY_WHEN_NAMED]
         names += list(env_variants)
         with_baseline = set(names)
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "analysis/format.h"
+#include "analysis/verify.h"
 #include "cli/exit_codes.h"
 
 namespace gmt::cli {
@@ -15,6 +16,8 @@ const char* const kGateHelp =
     "  gpumemtrace report trace.db --fail-on-leak             exit 1 on any leak\n"
     "  gpumemtrace report trace.db --fail-on-leak=1MiB        exit 1 when more than 1 MiB leaked\n"
     "  gpumemtrace report trace.db --fail-on-growth           exit 1 on a steady-growth finding\n"
+    "  gpumemtrace report trace.db --fail-on-disagreement     exit 1 when run --verify's backends disagree on\n"
+    "      any event (or could not compare); exit 2 on a trace not recorded with run --verify\n"
     "  gpumemtrace report trace.db --suppressions known.supp --fail-on-leak\n"
     "      known.supp: lines leak:FUNCTION, leak-module:MODULE, leak-file:FILE (globs with * and ?), # comments\n";
 
@@ -43,6 +46,9 @@ void add_gate_options(CLI::App& command, ReportGates& gates) {
       ->transform(CLI::AsSizeValue(true))
       ->type_name("[=SIZE]");
   command.add_flag("--fail-on-growth", gates.fail_on_growth, "Exit 1 when the report has a steady-growth finding");
+  command.add_flag("--fail-on-disagreement", gates.fail_on_disagreement,
+                   "For a trace of run --verify: exit 1 when one backend saw an allocation, free or VMM/pool call "
+                   "that the other did not, or when the cross-check could not run");
   add_suppression_option(command, gates.suppression_files);
 }
 
@@ -58,12 +64,37 @@ std::optional<analysis::SuppressionSet> load_suppression_files(const std::vector
 const char* gate_option_given(const ReportGates& gates) {
   if (gates.fail_on_leak) return "--fail-on-leak";
   if (gates.fail_on_growth) return "--fail-on-growth";
+  if (gates.fail_on_disagreement) return "--fail-on-disagreement";
   if (!gates.suppression_files.empty()) return "--suppressions";
   return nullptr;
 }
 
+int check_gates_apply(const analysis::Report& report, const ReportGates& gates) {
+  if (gates.fail_on_disagreement && !report.cross_check) {
+    fmt::print(stderr, "gpumemtrace: --fail-on-disagreement: '{}' was not recorded with `gpumemtrace run --verify`: "
+                       "it holds one backend's events, nothing to cross-check\n",
+               report.trace.path);
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
 int check_gates(const analysis::Report& report, const ReportGates& gates) {
   int exit_code = kExitOk;
+  if (gates.fail_on_disagreement && report.cross_check) {
+    const analysis::CrossCheck& check = *report.cross_check;
+    if (!check.ran()) {
+      fmt::print(stderr, "gpumemtrace: --fail-on-disagreement failed: the cross-check did not run: {}\n",
+                 check.unavailable.value_or("the trace does not say why"));
+      exit_code = kExitFindings;
+    } else if (check.disagreements() > 0) {
+      fmt::print(stderr, "gpumemtrace: --fail-on-disagreement failed: {} event{} seen by only one backend ({} only by "
+                         "{}, {} only by {}; {} matched)\n",
+                 check.disagreements(), check.disagreements() == 1 ? "" : "s", check.only_counting,
+                 check.counting_backend, check.only_checking, check.checking_backend, check.matched);
+      exit_code = kExitFindings;
+    }
+  }
   const analysis::Totals& totals = report.totals;
   if (gates.fail_on_leak && totals.leaked_bytes > *gates.fail_on_leak) {
     fmt::print(stderr, "gpumemtrace: --fail-on-leak failed: {} leaked in {} allocation{} from {} ({} over the allowed {})\n",

@@ -19,10 +19,11 @@ namespace gmt::cli {
 struct ReportGates {
   std::optional<uint64_t> fail_on_leak;  // fail when leaked bytes (after suppressions) exceed this
   bool fail_on_growth = false;
+  bool fail_on_disagreement = false;  // run --verify traces: fail when the backends disagree or did not compare
   std::vector<std::string> suppression_files;
 };
 
-// Registers --fail-on-leak[=SIZE], --fail-on-growth and --suppressions FILE on `report`.
+// Registers --fail-on-leak[=SIZE], --fail-on-growth, --fail-on-disagreement and --suppressions FILE on `report`.
 void add_gate_options(CLI::App& command, ReportGates& gates);
 // Registers --suppressions FILE (repeatable) alone (for `diff`).
 void add_suppression_option(CLI::App& command, std::vector<std::string>& files);
@@ -33,6 +34,9 @@ std::optional<analysis::SuppressionSet> load_suppression_files(const std::vector
 // The first gate or suppressions option given, for a message; nullptr when none was.
 const char* gate_option_given(const ReportGates& gates);
 
+// Before the report is written: kExitBadInput, with a message, when a gate cannot apply to this trace
+// (--fail-on-disagreement on a trace not recorded with run --verify); else kExitOk.
+int check_gates_apply(const analysis::Report& report, const ReportGates& gates);
 // After the report was written: kExitFindings with one stderr line per failed gate, else kExitOk.
 int check_gates(const analysis::Report& report, const ReportGates& gates);
 

@@ -16,6 +16,7 @@
 #include "analysis/model.h"
 #include "analysis/symbolizer.h"
 #include "analysis/trace_file.h"
+#include "analysis/verify.h"
 #include "cli/progress.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -38,6 +39,22 @@ bool symbolize_trace_file(const std::string& path, bool quiet) {
   } catch (const analysis::TraceError& e) {
     fmt::print(stderr, "gpumemtrace: {}\n", e.what());
     return false;
+  }
+}
+
+// run --verify: the cross-check's verdict in one line (report --fail-on-disagreement makes it an exit status).
+static void print_cross_check_summary(const analysis::Report& report) {
+  if (!report.cross_check) return;
+  const analysis::CrossCheck& check = *report.cross_check;
+  if (!check.ran()) {
+    fmt::print(stderr, "  cross-check: did not run: {}\n", check.unavailable.value_or("the trace does not say why"));
+  } else if (check.disagreements() == 0) {
+    fmt::print(stderr, "  cross-check: {} and {} agree: {} events matched one to one, 0 disagreements\n",
+               check.counting_backend, check.checking_backend, check.matched);
+  } else {
+    fmt::print(stderr, "  cross-check: {} DISAGREEMENTS: {} events only {} saw, {} only {} saw ({} matched)\n",
+               check.disagreements(), check.only_counting, check.counting_backend, check.only_checking,
+               check.checking_backend, check.matched);
   }
 }
 
@@ -67,6 +84,7 @@ bool print_run_summary(const std::string& path) {
         fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");
       }
     }
+    print_cross_check_summary(report);
     fmt::print(stderr, "  details: gpumemtrace report {}\n", path);
     return true;
   } catch (const analysis::TraceError& e) {
@@ -108,6 +126,7 @@ bool write_empty_trace(const EmptyTrace& trace, std::string& error) {
     if (complete) meta.emplace_back(schema::meta::kEndMonotonicNs, mono);
     if (!complete) meta.emplace_back(schema::meta::kStopReason, trace.stop_reason);
     if (!trace.backend.empty()) meta.emplace_back(schema::meta::kBackend, trace.backend);
+    if (!trace.verify_unavailable.empty()) meta.emplace_back(schema::meta::kVerifyUnavailable, trace.verify_unavailable);
     sqlite3_stmt* stmt = nullptr;
     ok = sqlite3_prepare_v2(db, "INSERT INTO meta(key, value) VALUES (?1, ?2)", -1, &stmt, nullptr) == SQLITE_OK;
     for (const auto& [key, value] : meta) {

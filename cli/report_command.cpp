@@ -125,6 +125,8 @@ int run_report(const ReportOptions& options) {
       fmt::print(stderr, "gpumemtrace: {}\n", report.filters.nothing_matched);
     }
 
+    if (int applies = check_gates_apply(report, options.gates); applies != kExitOk) return applies;
+
     analysis::RenderOptions render_options;
     render_options.top = options.top;
     std::string text = render_report(report, options.format, render_options, options.folded_of);

@@ -32,6 +32,7 @@ struct RunOptions {
   bool force = false;
   bool simulate = false;
   std::string backend = "auto";
+  bool verify = false;
   bool no_stacks = false;
   bool free_stacks = false;
   std::string unwind;  // empty: the library's default (fast)
@@ -165,6 +166,8 @@ void ensure_root_trace(const RunOptions& options, const std::string& backend, co
   empty.command_line = join(options.command);
   empty.simulated = options.simulate;
   if (backend != "auto") empty.backend = backend;  // --backend takes the schema's names
+  // Nothing was recorded, so nothing was compared: never a clean cross-check.
+  if (options.verify) empty.verify_unavailable = "the process recorded nothing (no CUDA allocation call)";
   std::string how = result.signal != 0
                         ? fmt::format("killed by signal {} ({})", result.signal, strsignal(result.signal))
                         : fmt::format("ended with exit code {}", result.exit_code);
@@ -196,6 +199,12 @@ int run(const RunOptions& options) {
   if (options.simulate && options.backend != "auto" && options.backend != schema::backend_names::kRuntime) {
     fmt::print(stderr, "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
                        "--backend {} does not apply\n", options.backend);
+    return kExitBadInput;
+  }
+  if (options.verify && (options.simulate || options.backend == schema::backend_names::kRuntime)) {
+    fmt::print(stderr, "gpumemtrace: --verify compares the two driver-level backends (hooks and cupti); {} counts "
+                       "at the runtime level, where there is no second backend\n",
+               options.simulate ? "--simulate" : "--backend runtime");
     return kExitBadInput;
   }
   InstallLayout layout = find_install_layout();
@@ -232,7 +241,8 @@ int run(const RunOptions& options) {
                       {"GMT_REGISTRY", registry},
                       {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
                       {"GMT_FREE_STACKS", options.free_stacks ? "1" : "0"},
-                      {"GMT_SIMULATED", options.simulate ? "1" : "0"}};
+                      {"GMT_SIMULATED", options.simulate ? "1" : "0"},
+                      {"GMT_VERIFY", options.verify ? "1" : "0"}};
   if (!options.unwind.empty()) spec.environment.emplace_back("GMT_UNWIND", options.unwind);
   if (backend != schema::backend_names::kRuntime) {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
@@ -303,11 +313,17 @@ CommandAction add_run_command(CLI::App& app) {
       "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
       "  gpumemtrace run -o train.db -- python train.py   # PyTorch: leaks named by the tensor's Python line\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
-      "  gpumemtrace run --backend hooks -- ./app         # allocation-heavy apps, or another tool holds CUPTI\n"
+      "  gpumemtrace run --verify -o t.db -- ./app        # hooks and CUPTI both record; then:\n"
+      "  gpumemtrace report --fail-on-disagreement t.db   # exit 1 if one saw an allocation the other did not\n"
       "  nsys profile --trace=cuda,nvtx gpumemtrace run --nvtx-emit -- ./app   # our markers in Nsight's timeline\n"
       "  torchrun --nproc_per_node=2 --no-python gpumemtrace run -o 'trace.%r.db' -- python train.py\n"
       "  srun -n 8 gpumemtrace run -o 'traces/%h.%r.db' -- ./app   # then: gpumemtrace report traces/\n"
       "  gpumemtrace report train.db\n\n"
+      "Backends: auto counts with the driver hooks wherever they bind (the library preloaded and its dlsym the\n"
+      "process's: cudart and frameworks then reach the driver through them) and with CUPTI where they cannot see\n"
+      "the allocations (the library not preloaded, another dlsym interposed first), saying why once on stderr;\n"
+      "each trace records which backend counted and why (meta backend, backend_reason, backend_note).\n"
+      "--verify runs both and `report` shows the cross-check first when they disagree (docs/design.md).\n\n"
       "NVTX: the app's NVTX ranges and markers (push/pop, start/end, any domain) are recorded into the trace's\n"
       "ranges and marks tables; NVTX_INJECTION64_PATH is pointed at gpumemtrace, and a tool that had set it before\n"
       "(Nsight Systems) is chained: it still receives every NVTX call.\n");
@@ -319,12 +335,17 @@ CommandAction add_run_command(CLI::App& app) {
   run->add_flag("--simulate", options->simulate,
                 "Use the simulated CUDA runtime (no GPU needed; memory is simulated, kernels are not run)");
   run->add_option("--backend", options->backend,
-                  "How allocations are seen: auto (CUPTI, else driver hooks), cupti, hooks (driver entry points: the "
-                  "cheapest per allocation, ~1.2x of a raw cudaMallocAsync+cudaFreeAsync pair where CUPTI's own "
-                  "callbacks make it ~1.6x; the same events), runtime (CUDA runtime symbols only)")
+                  "How allocations are seen: auto (the driver hooks where they bind, else CUPTI, saying why once), "
+                  "hooks (the driver entry points handed out through dlsym and cuGetProcAddress: ~1.04x of a raw "
+                  "cudaMallocAsync+cudaFreeAsync pair), cupti (CUPTI's driver callbacks: the same events at ~1.8x; "
+                  "falls back to hooks when another tool holds CUPTI), runtime (CUDA runtime symbols only)")
       ->check(CLI::IsMember({"auto", schema::backend_names::kCupti, schema::backend_names::kHooks,
                               schema::backend_names::kRuntime}))
       ->capture_default_str();
+  run->add_flag("--verify", options->verify,
+                "Cross-check the backends: the one --backend chooses counts, the other driver-level one records "
+                "every event too, and each event is matched one to one; `report` lists what one saw and the other "
+                "did not (--fail-on-disagreement exits 1 on any). A check mode: costs both backends' time");
   run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
   run->add_flag("--free-stacks", options->free_stacks,
                 "Take call stacks for frees too (for your own SQL: the report attributes memory to the allocating "

@@ -328,9 +328,12 @@ GMT_HOT void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domai
       on_runtime(cbid, *data, scope.active());
       return;
     }
-    if (!scope.active() || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
-    // Until start() has returned and the backend is set, another path may still be the one that counts.
-    if (recorder::active_backend() != recorder::Backend::Cupti) return;
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+    // Under run --verify a call that reached a recording driver wrapper raises this callback inside the wrapper's
+    // guard: it is the app's call, recorded here as well (recorder/guard.h). Nested in any other hook: ours.
+    if (!scope.active() && !scope.inside_recording_driver_wrapper()) return;
+    // Until start() has returned and the decision is set, another path may still be the only one that records.
+    if (!recorder::records_through(recorder::Backend::Cupti)) return;
     const CuptiTable* table = cupti_table();
     if (!table) return;
     on_driver(cbid, *data, table);

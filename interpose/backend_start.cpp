@@ -6,6 +6,8 @@
 #include <string>
 
 #include "cupti/cupti_backend.h"
+#include "interpose/backend_choice.h"
+#include "interpose/hooks_reach.h"
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
 #include "recorder/settings.h"
@@ -31,28 +33,17 @@ bool driver_present() {
   return true;
 }
 
+// Gathers what the choice depends on (only what it needs: no driver probe under the runtime backend) and sets it.
 void decide() {
-  BackendRequest request = recorder::requested_backend();
-  if (request == BackendRequest::Runtime) {
-    recorder::set_active_backend(Backend::Runtime, "");
-    return;
+  BackendInputs inputs;
+  inputs.request = recorder::requested_backend();
+  inputs.verify = recorder::verify_requested();
+  inputs.simulated = recorder::settings().simulated;
+  if (!inputs.simulated && inputs.request != BackendRequest::Runtime) {
+    inputs.driver_present = driver_present();
+    if (inputs.driver_present) inputs.hooks = judge_hooks_reach(probe_hooks_reach());
   }
-  if (!driver_present()) {
-    recorder::set_active_backend(
-        Backend::Runtime, request == BackendRequest::Auto ? "" : "no CUDA driver here (libcuda.so.1): counting at the runtime level");
-    return;
-  }
-  if (request == BackendRequest::Hooks) {
-    recorder::set_active_backend(Backend::DriverHooks, "");
-    return;
-  }
-  std::string why;
-  if (cupti::start(why)) {
-    recorder::set_active_backend(Backend::Cupti, "");
-    return;
-  }
-  recorder::set_active_backend(Backend::DriverHooks,
-                               why + "; using the driver entry-point hooks instead (--backend hooks)");
+  recorder::set_backend_decision(choose_backend(inputs, [](std::string& why) { return cupti::start(why); }));
 }
 
 // Driver-level backends take stacks inside libcuda and CUPTI: cut those frames.

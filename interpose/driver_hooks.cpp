@@ -1,7 +1,8 @@
-// The "hooks" backend (recorder/backend.h): wrapped CUDA driver entry points, for when CUPTI cannot be had.
-// driver_hook_table.h lists them and says how the app reaches them. Each wrapper is thin: decide the backend,
-// find the real function, pass straight through unless the driver hooks are the backend that counts, and
-// otherwise record one event through recorder/driver_events.h, the same calls the CUPTI backend makes.
+// The "hooks" backend (recorder/backend.h): wrapped CUDA driver entry points, the default where they bind
+// (interpose/backend_choice.h). driver_hook_table.h lists them and says how the app reaches them. Each wrapper is
+// thin: decide the backend, find the real function, pass straight through unless the driver hooks record (they
+// count, or cross-check CUPTI under run --verify), and otherwise record one event through
+// recorder/driver_events.h, the same calls the CUPTI backend makes.
 // Allocations are recorded after they return (failures as failures), frees and other releases before the real
 // call: the address or handle can be reused by another thread the moment it returns (STYLE.md rule 5).
 #include <atomic>
@@ -30,7 +31,7 @@ using gmt::schema::MemoryKind;
 // (dlsym(RTLD_DEFAULT, ...) finds them first) in a process where libcuda.so.1 cannot be loaded.
 constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 
-GMT_HOT bool hooks_count() { return gmt::recorder::active_backend() == gmt::recorder::Backend::DriverHooks; }
+GMT_HOT bool hooks_record() { return gmt::recorder::records_through(gmt::recorder::Backend::DriverHooks); }
 
 GMT_HOT uint64_t current_context() {
   CUcontext context = nullptr;
@@ -156,13 +157,14 @@ void* substitute(const char* symbol, void* found, int cuda_version, cuuint64_t f
 }  // namespace
 
 // Every recording wrapper starts the same way. The real call runs inside the guard, so that driver functions
-// the driver calls through its own exports are not counted twice.
-#define GMT_DRIVER_PROLOGUE(name, args)      \
-  gmt::interpose::ensure_backend_started(); \
-  auto real = GMT_DRIVER_REAL(name);        \
-  if (!real) return kNoDriver;              \
-  if (!hooks_count()) return real args;     \
-  HookScope scope;                          \
+// the driver calls through its own exports are not counted twice; the guard says that a wrapper that records
+// holds it, so that under run --verify CUPTI's callback for the same call records it too (recorder/guard.h).
+#define GMT_DRIVER_PROLOGUE(name, args)                \
+  gmt::interpose::ensure_backend_started();           \
+  auto real = GMT_DRIVER_REAL(name);                  \
+  if (!real) return kNoDriver;                        \
+  if (!hooks_record()) return real args;              \
+  HookScope scope(HookScope::Holder::DriverWrapper);  \
   if (!scope.active()) return real args
 
 // ---- initialization and entry points -------------------------------------------------------------------

@@ -8,18 +8,39 @@
 #include <mutex>
 
 #include "recorder/cache_hints.h"
+#include "recorder/settings.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::recorder {
 namespace {
 
 std::atomic<int> g_backend{static_cast<int>(Backend::Undecided)};
-std::mutex g_note_mutex;
+// Bits of the paths that record (path_bit): the counting backend's, and under --verify the cross-check's.
+std::atomic<uint8_t> g_recording_paths{0};
+// The cross-check's schema::Source as a number; 0: none.
+std::atomic<uint8_t> g_cross_check_source{0};
+std::mutex g_decision_mutex;
 // Leaked on purpose: read until the last destructor. Created on first use: hooks can run before this
 // library's own initializers (see ensure_loaded).
-std::string& note_storage() {
-  static std::string* note = new std::string;
-  return *note;
+BackendDecision& decision_storage() {
+  static BackendDecision* decision = new BackendDecision;
+  return *decision;
+}
+
+constexpr uint8_t path_bit(Backend path) { return static_cast<uint8_t>(1u << static_cast<int>(path)); }
+
+schema::Source source_of(Backend backend) {
+  switch (backend) {
+    case Backend::Cupti: return schema::Source::Cupti;
+    case Backend::DriverHooks: return schema::Source::DriverHook;
+    default: return schema::Source::RuntimeHook;
+  }
+}
+
+void say(const std::string& text) {
+  std::string line = "gpumemtrace: " + text + "\n";
+  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
 }
 
 thread_local schema::Api t_runtime_api __attribute__((tls_model("initial-exec"))) = schema::Api::Unknown;
@@ -33,6 +54,11 @@ BackendRequest requested_backend() {
   if (std::strcmp(value, "hooks") == 0) return BackendRequest::Hooks;
   if (std::strcmp(value, "runtime") == 0) return BackendRequest::Runtime;
   return BackendRequest::Auto;  // the CLI validates the value; a hand-set odd one falls back to auto
+}
+
+bool verify_requested() {
+  const char* value = getenv(kEnvVerify);
+  return value && std::strcmp(value, "1") == 0;
 }
 
 GMT_HOT Backend active_backend() { return static_cast<Backend>(g_backend.load(std::memory_order_acquire)); }
@@ -52,21 +78,37 @@ GMT_HOT bool driver_level_backend() {
   return b == Backend::Cupti || b == Backend::DriverHooks;
 }
 
-bool set_active_backend(Backend backend, const std::string& note) {
-  int expected = static_cast<int>(Backend::Undecided);
-  if (!g_backend.compare_exchange_strong(expected, static_cast<int>(backend), std::memory_order_acq_rel)) {
-    return false;
+bool set_backend_decision(const BackendDecision& decision) {
+  {
+    std::lock_guard lock(g_decision_mutex);
+    if (active_backend() != Backend::Undecided) return false;
+    decision_storage() = decision;
+    const bool cross_check = decision.cross_check == Backend::Cupti || decision.cross_check == Backend::DriverHooks;
+    if (cross_check) g_cross_check_source.store(static_cast<uint8_t>(source_of(decision.cross_check)));
+    // The paths before the backend: a hook that finds the backend decided (ensure_backend_started) goes on at once
+    // and asks records_through, which must already say yes for its path.
+    g_recording_paths.store(path_bit(decision.backend) | (cross_check ? path_bit(decision.cross_check) : 0),
+                            std::memory_order_release);
+    g_backend.store(static_cast<int>(decision.backend), std::memory_order_release);
   }
-  if (!note.empty()) {
-    {
-      std::lock_guard lock(g_note_mutex);
-      note_storage() = note;
-    }
-    std::string line = "gpumemtrace: " + note + "\n";
-    ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-    (void)ignored;
+  if (!decision.note.empty()) say(decision.note);
+  if (!decision.cross_check_unavailable.empty()) {
+    say("--verify: no cross-check in this process: " + decision.cross_check_unavailable);
   }
   return true;
+}
+
+BackendDecision backend_decision() {
+  std::lock_guard lock(g_decision_mutex);
+  return decision_storage();
+}
+
+GMT_HOT bool records_through(Backend path) {
+  return (g_recording_paths.load(std::memory_order_acquire) & path_bit(path)) != 0;
+}
+
+bool is_cross_check_source(schema::Source source) {
+  return g_cross_check_source.load(std::memory_order_relaxed) == static_cast<uint8_t>(source);
 }
 
 namespace {
@@ -79,11 +121,6 @@ void set_capture_switch(CaptureSwitch capture_switch) {
 
 void switch_capture(bool on) {
   if (CaptureSwitch capture_switch = g_capture_switch.load(std::memory_order_acquire)) capture_switch(on);
-}
-
-std::string backend_note() {
-  std::lock_guard lock(g_note_mutex);
-  return note_storage();
 }
 
 GMT_HOT schema::Api current_runtime_api() { return t_runtime_api; }

@@ -68,7 +68,8 @@ GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind
     e.device_total = memory->total_bytes;
   }
   record(e, /*take_stack=*/true);
-  if (call.result == 0 && stream_ordered) {
+  // A cross-check's event (run --verify) is matched, never counted: the counting backend samples the pool.
+  if (call.result == 0 && stream_ordered && !is_cross_check_source(call.source)) {
     sample_pool(pool, call.device, /*force=*/false, e.time_ns);  // the allocation's time: no second clock read
   }
 }
@@ -100,7 +101,8 @@ void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_
   e.size = size;
   e.handle = handle;
   record(e, take_stack);
-  if (kind == schema::EventKind::PoolTrim || kind == schema::EventKind::PoolCreate) {
+  if ((kind == schema::EventKind::PoolTrim || kind == schema::EventKind::PoolCreate) &&
+      !is_cross_check_source(call.source)) {
     sample_pool(address, call.device, /*force=*/true);
   }
 }

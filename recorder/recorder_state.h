@@ -97,6 +97,10 @@ struct Recorder {
   bool trace_created = false;
   std::string trace_path;  // for messages; set when the trace is created
   bool write_failed = false;  // a batch could not be written (disk full...): profiling stopped, said once
+  // meta backend & co. name the decided backend (under write_mutex). A trace created before the backend was decided
+  // (a stream event comes first) gets them with the first batch after, before any event of a --verify cross-check
+  // is committed: a trace never holds those without the meta that keeps them out of the figures.
+  bool backend_meta_decided = false;
   uint64_t devices_seen = 0;  // bit d: an event on device d was written (under write_mutex)
   uint64_t devices_described = 0;  // bit d: device d's row is in the devices table (under write_mutex)
   // bit d: an app thread took on describing device d (record(), outside the lock), in the process's own

@@ -18,6 +18,8 @@ inline constexpr const char* kEnvNoStacks = "GMT_NO_STACKS";  // "1": record eve
 // growth are attributed to the allocating stack), and the walk is the costliest part of recording an event.
 inline constexpr const char* kEnvFreeStacks = "GMT_FREE_STACKS";
 inline constexpr const char* kEnvSimulated = "GMT_SIMULATED";  // "1": the CLI put the simulated runtime first
+// "1" (`run --verify`): both driver-level backends record every event, for the cross-check (recorder/backend.h).
+inline constexpr const char* kEnvVerify = "GMT_VERIFY";
 // How stacks are walked (recorder/fast_unwind.h): "fast" (the default: the CFI-rule walker, libunwind where it
 // gives up), "libunwind" (libunwind only: the behaviour before the fast walker, for comparisons), "check" (both
 // on every stack, disagreements counted in the trace; slow, for verification).

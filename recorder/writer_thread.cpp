@@ -22,10 +22,19 @@ namespace {
 
 using namespace detail;
 
+// Under write_mutex. Notes in the recorder whether the backend was decided, so it is written once more when it is.
 void write_backend_meta(Recorder& r) {
-  r.writer.set_meta(schema::meta::kBackend, backend_name(active_backend()));
-  std::string note = backend_note();
-  if (!note.empty()) r.writer.set_meta(schema::meta::kBackendNote, note);
+  const BackendDecision decision = backend_decision();  // one consistent copy: backend, reason, cross-check
+  r.backend_meta_decided = decision.backend != Backend::Undecided;
+  r.writer.set_meta(schema::meta::kBackend, backend_name(decision.backend));
+  if (!decision.reason.empty()) r.writer.set_meta(schema::meta::kBackendReason, decision.reason);
+  if (!decision.note.empty()) r.writer.set_meta(schema::meta::kBackendNote, decision.note);
+  if (decision.cross_check != Backend::Undecided) {
+    r.writer.set_meta(schema::meta::kVerifyBackend, backend_name(decision.cross_check));
+  }
+  if (!decision.cross_check_unavailable.empty()) {
+    r.writer.set_meta(schema::meta::kVerifyUnavailable, decision.cross_check_unavailable);
+  }
 }
 
 // The devices named by the events written so far, as meta "devices" ("0,1"). Ordinals beyond 63 are not
@@ -179,6 +188,8 @@ bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
     for (size_t i = 0; i < runs.size(); ++i) note_devices(r, runs[i], lengths[i]);
     std::vector<Module> modules;
     if (first && scan_modules) modules = r.modules.scan_new_modules();
+    // Decided since the trace was created: said before this batch, which may hold a cross-check's events.
+    if (!r.backend_meta_decided && active_backend() != Backend::Undecided) write_backend_meta(r);
     const bool written = r.writer.write_batch(round.stacks, runs.data(), lengths.data(), runs.size(), modules);
     {
       std::lock_guard lock(r.mutex);

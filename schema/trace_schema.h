@@ -19,10 +19,12 @@ namespace gmt::schema {
 // stack_frames.python_frame_id); 6 = memory imported from other processes (IPC and
 // shareable VMM handles), a framework allocator's own statistics (table allocator_stats), PyTorch's tensor blocks
 // (the block-level mode) and the devices table. Readers of v6 read every older trace: a trace without a table
-// simply has none of its rows (no ranges, no Python frames, no allocator statistics, no device names).
-// 7 = a framework allocator's segments (event kinds SegmentAlloc, SegmentFree) and its blocks recorded as they
-// happen, from PyTorch's trace tracker (no tables change; events of source TorchAllocator are in time order with
-// all others).
+// simply has none of its rows (no ranges, no Python frames, no allocator statistics, no device names). 7 = a
+// `run --verify` trace holds the events of two driver-level backends, each under its own source; the one named
+// by meta verify_backend is the cross-check's and is never counted (readers of v6 would count both); a framework
+// allocator's segments (event kinds SegmentAlloc, SegmentFree) and its blocks recorded as they happen, from
+// PyTorch's trace tracker (events of source TorchAllocator are in time order with all others); CUDA graphs' memory
+// nodes (GraphAllocNode, and Alloc/Free of api graphMemAlloc/graphMemFree at launches). No table changes.
 inline constexpr int kSchemaVersion = 7;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
@@ -341,6 +343,14 @@ inline constexpr const char* kComplete = "complete";          // "1" once the pr
 inline constexpr const char* kSimulated = "simulated";        // "1" under the simulated CUDA runtime
 inline constexpr const char* kBackend = "backend";  // "cupti", "hooks" or "runtime" (see Source)
 inline constexpr const char* kBackendNote = "backend_note";  // why this backend: e.g. CUPTI refused
+// Why this backend was chosen, one of backend_reasons below (v7). Absent in older traces.
+inline constexpr const char* kBackendReason = "backend_reason";
+// `run --verify` (v7): the second driver-level backend that recorded every event as well, under its own source
+// ("cupti" or "hooks", as meta.backend), only to be matched against the counting backend's events. Its events are
+// never counted: read `WHERE source != <its source>` for memory figures. Absent without --verify, and when the
+// cross-check could not start (then verify_unavailable says why).
+inline constexpr const char* kVerifyBackend = "verify_backend";
+inline constexpr const char* kVerifyUnavailable = "verify_unavailable";
 inline constexpr const char* kToolVersion = "gpumemtrace_version";
 inline constexpr const char* kDroppedEvents = "dropped_events";  // events lost (should stay "0")
 // Back-pressure (the app outran the writer; docs/benchmarks.md): how often an app thread waited for the writer
@@ -407,5 +417,19 @@ inline constexpr const char* kRuntime = "runtime";
 inline constexpr const char* kCupti = "cupti";
 inline constexpr const char* kHooks = "hooks";
 }  // namespace backend_names
+
+// The values of meta.backend_reason (v7): why meta.backend is the one that counted (recorder/backend_choice.h).
+namespace backend_reasons {
+inline constexpr const char* kRequested = "requested";  // --backend named it (and it could be had)
+inline constexpr const char* kHooksBind = "hooks_bind";  // auto: the driver hooks bind in this process (the default)
+// auto: the driver hooks cannot see this process's allocations (backend_note says why): CUPTI counts.
+inline constexpr const char* kHooksCannotBind = "hooks_cannot_bind";
+// CUPTI was asked for (--backend cupti) but cannot be had (another tool holds it, or it cannot load): the hooks.
+inline constexpr const char* kCuptiUnavailable = "cupti_unavailable";
+// auto: the hooks cannot bind and CUPTI cannot be had either: the hooks count, and allocations may be missing.
+inline constexpr const char* kNeitherBinds = "hooks_cannot_bind_cupti_unavailable";
+inline constexpr const char* kNoDriver = "no_driver";  // no CUDA driver in this process: runtime
+inline constexpr const char* kSimulated = "simulated";  // the simulated CUDA runtime: runtime
+}  // namespace backend_reasons
 
 }  // namespace gmt::schema

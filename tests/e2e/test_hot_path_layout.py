@@ -23,6 +23,7 @@ HOT = [
     "gmt::recorder::record", "gmt::recorder::capture_stack", "gmt::recorder::fast_backtrace",
     "gmt::recorder::cached_stack_id", "gmt::recorder::event_time_ns", "gmt::recorder::record_driver_alloc",
     "gmt::recorder::record_driver_free", "gmt::recorder::settings", "gmt::recorder::active_backend",
+    "gmt::recorder::records_through",
     "gmt::interpose::ensure_backend_started", "gmt::interpose::driver_real", "gmt::interpose::real_function",
     "gmt::cupti::on_callback",
 ]

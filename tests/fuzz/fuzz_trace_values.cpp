@@ -26,7 +26,17 @@ const char* const kMetaKeys[] = {
     gmt::schema::meta::kHostname,     gmt::schema::meta::kStartUnixNs,     gmt::schema::meta::kStartMonotonicNs,
     gmt::schema::meta::kEndMonotonicNs, gmt::schema::meta::kComplete,      gmt::schema::meta::kSimulated,
     gmt::schema::meta::kBackend,      gmt::schema::meta::kBackendNote,     gmt::schema::meta::kToolVersion,
-    gmt::schema::meta::kDroppedEvents, gmt::schema::meta::kSymbolized};
+    gmt::schema::meta::kDroppedEvents, gmt::schema::meta::kSymbolized,   gmt::schema::meta::kBackendReason,
+    gmt::schema::meta::kVerifyBackend, gmt::schema::meta::kVerifyUnavailable};
+
+// Values the backend keys really take, so that run --verify's cross-check (analysis/verify.cpp) runs on damaged
+// events: a random text would almost never name a backend.
+const char* const kBackendNames[] = {gmt::schema::backend_names::kHooks, gmt::schema::backend_names::kCupti,
+                                     gmt::schema::backend_names::kRuntime};
+
+bool names_a_backend(const char* key) {
+  return key == gmt::schema::meta::kBackend || key == gmt::schema::meta::kVerifyBackend;
+}
 
 // Values from small palettes, so that addresses match between allocations and frees, kinds land in and
 // just outside their ranges, and stack ids sometimes exist.
@@ -82,10 +92,13 @@ void fill_table(FuzzedDataProvider& in, sqlite3* db, const std::string& table) {
   if (sqlite3_prepare_v2(db, sql.c_str(), -1, &insert, nullptr) != SQLITE_OK) return;
   int rows = in.ConsumeIntegralInRange<int>(0, table == "events" ? 200 : 24);
   for (int r = 0; r < rows && in.remaining_bytes() > 0; ++r) {
+    const char* key = nullptr;  // the meta key of this row, when one of ours was picked
     for (size_t i = 0; i < columns.size(); ++i) {
       if (table == "meta" && columns[i] == "key" && in.ConsumeBool()) {
-        const char* key = in.PickValueInArray(kMetaKeys);
+        key = in.PickValueInArray(kMetaKeys);
         sqlite3_bind_text(insert, static_cast<int>(i + 1), key, -1, SQLITE_STATIC);
+      } else if (table == "meta" && columns[i] == "value" && key && names_a_backend(key) && in.ConsumeBool()) {
+        sqlite3_bind_text(insert, static_cast<int>(i + 1), in.PickValueInArray(kBackendNames), -1, SQLITE_STATIC);
       } else {
         bind_value(in, insert, static_cast<int>(i + 1));
       }

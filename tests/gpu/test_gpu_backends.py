@@ -137,18 +137,22 @@ class BackendSamplesTest(TraceDirTestCase):
                     self.assertEqual(report_json(self.path(children[0]))["totals"]["leaked_bytes"], 2 << 20)
 
     def test_under_compute_sanitizer_falls_back_to_hooks(self):
+        # --backend cupti asked for explicitly: compute-sanitizer holds CUPTI, so the hooks count and the process
+        # says why. (auto never asks for CUPTI where the hooks bind: tests/gpu/test_gpu_verify.py.)
         sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
         if not os.path.exists(sanitizer):
             self.skipTest("compute-sanitizer not installed")
         trace = self.path("under-sanitizer.db")
-        result = subprocess.run([sanitizer, "--leak-check", "full", CLI, "run", "-o", trace, "--", sample("leaky")],
-                                capture_output=True, text=True, timeout=600)
+        result = subprocess.run([sanitizer, "--leak-check", "full", CLI, "run", "--backend", "cupti", "-o", trace, "--",
+                                 sample("leaky")], capture_output=True, text=True, timeout=600)
         self.figures.append("under compute-sanitizer: " + " | ".join(
             line for line in result.stderr.splitlines() if "gpumemtrace" in line and "CUPTI" in line))
         self.assertEqual(result.returncode, 0, result.stdout[-2000:] + result.stderr[-2000:])
         report = report_json(trace)
         self.assertEqual(report["trace"]["backend"], "hooks", result.stderr[-2000:])
-        self.assertIn("CUPTI", result.stderr)
+        self.assertEqual(report["trace"]["backend_reason"], "cupti_unavailable")
+        self.assertIn("CUPTI is held by another tool", report["trace"]["backend_note"])
+        self.assertIn("using the driver entry-point hooks instead (--backend hooks)", result.stderr)
         self.assertEqual(report["totals"]["leaked_bytes"], 5570560)
         self.assertEqual(report["totals"]["leaked_allocations"], 6)
 

@@ -46,6 +46,7 @@ struct EventRow {
   int64_t handle = 0;  // VMM physical handle, or a pool
   int64_t thread_id = 1000;
   int64_t stream = 0;
+  int64_t source = static_cast<int64_t>(schema::Source::RuntimeHook);
 };
 
 class TraceBuilder {
@@ -115,9 +116,9 @@ class TraceBuilder {
 
   int64_t event(const EventRow& row) {
     run("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, address, "
-        "size, stack_id, error, handle) VALUES (?1, ?2, ?3, 1, ?4, ?11, ?5, ?12, ?6, ?7, ?8, ?9, ?10)",
+        "size, stack_id, error, handle) VALUES (?1, ?2, ?3, ?13, ?4, ?11, ?5, ?12, ?6, ?7, ?8, ?9, ?10)",
         {kStartNs + row.time_ns, static_cast<int64_t>(row.kind), row.api, row.memory_kind, row.device,
-         row.address, row.size, row.stack_id, row.error, row.handle, row.thread_id, row.stream});
+         row.address, row.size, row.stack_id, row.error, row.handle, row.thread_id, row.stream, row.source});
     return sqlite3_last_insert_rowid(db_);
   }
 
