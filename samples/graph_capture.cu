@@ -9,8 +9,9 @@
 //   differs and exits 1.
 //   --keep: the graph keeps `a` after its launch. The program frees it with cudaFreeAsync after every launch but
 //   the last, so one 32 MiB allocation is left at exit: a leak named at the LEAK-SITE line.
-//   --side-thread: another thread allocates and frees on a stream of its own all through the capture (legal in
-//   every mode: stream-ordered calls on a stream that does not capture).
+//   --side-thread: another thread allocates and frees on a stream of its own all through the capture. It switches
+//   itself to relaxed capture mode first, as a library thread must: in global mode CUDA forbids even stream-ordered
+//   allocations on other threads while a capture runs (seen on the H200).
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -83,6 +84,8 @@ void capture_work(cudaStream_t stream, unsigned long long* result, bool keep, un
 
 void side_thread(std::atomic<bool>* stop, std::atomic<int>* pairs) {
   SAMPLE_CHECK(cudaSetDevice(0));
+  cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+  SAMPLE_CHECK(cudaThreadExchangeStreamCaptureMode(&relaxed));
   cudaStream_t stream;
   SAMPLE_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   while (!stop->load()) {
