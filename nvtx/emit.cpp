@@ -45,6 +45,7 @@
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
+#include "schema/environment.h"
 
 extern "C" int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);  // nvtx/injection.cpp
 extern "C" int InitializeInjectionNvtxExtension(void* module_info);                 // nvtx/injection.cpp
@@ -298,10 +299,10 @@ __attribute__((constructor)) void enable_from_environment() {
   static bool done = false;  // the loader may run constructors again (see is_this_library in injection.cpp)
   if (done) return;
   done = true;
-  const char* emit = getenv(kEnvEmit);
+  const char* emit = getenv(schema::env::kNvtxEmit);
   if (!emit || *emit != '1') return;
   uint64_t step = kDefaultPeakStep;
-  if (const char* v = getenv(kEnvPeakStep); v && *v) step = std::strtoull(v, nullptr, 10);
+  if (const char* v = getenv(schema::env::kNvtxPeakStep); v && *v) step = std::strtoull(v, nullptr, 10);
   g_emitter = new Emitter(step);
   InitializeInjectionNvtx2_fnptr = &InitializeInjectionNvtx2;  // our copy's static injection: ourselves
   // Its extensions (the counters) likewise: our extension entry hands each module to the chained tool.

@@ -5,11 +5,7 @@
 
 namespace gmt::recorder {
 
-// Environment variable: "0" installs no handler at all (the app's signal dispositions stay untouched; a
-// crash then loses up to the last 200 ms of events).
-inline constexpr const char* kEnvSignalFlush = "GMT_SIGNAL_FLUSH";
-
-// Called once, at library load. Installs a handler for each of the signals above whose disposition is
+// Called once, at library load, unless GMT_SIGNAL_FLUSH is "0" (schema/environment.h). Installs a handler for each of the signals above whose disposition is
 //   - SIG_DFL: ours flushes, restores SIG_DFL and lets the signal kill the process;
 //   - a handler (another preloaded library's, or the app's when we are loaded late): only for the crash
 //     signals (SEGV, BUS, ABRT, FPE, ILL); ours flushes, restores that handler and hands the signal to it;

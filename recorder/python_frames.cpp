@@ -14,6 +14,7 @@
 #include "recorder/python_layouts.h"
 #include "recorder/python_memory.h"
 #include "recorder/strings.h"
+#include "schema/environment.h"
 
 namespace gmt::recorder {
 namespace {
@@ -93,7 +94,7 @@ int detect_minor_version() {
 
 Interpreter find_interpreter() {
   Interpreter py;
-  const char* off = std::getenv(kEnvNoPythonFrames);
+  const char* off = std::getenv(schema::env::kNoPythonFrames);
   if (off && std::strcmp(off, "1") == 0) return py;
   void* this_thread_state = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
   if (!this_thread_state) return py;  // not a CPython process

@@ -24,8 +24,6 @@
 
 namespace gmt::recorder {
 
-inline constexpr const char* kEnvNoPythonFrames = "GMT_NO_PYTHON_FRAMES";  // "1": native stacks only
-
 // A Python frame travels through the stack table as a tagged value in place of a return address: user-space
 // addresses never have bit 63 set. The rest of the value is the python frame's id (python_frames.id).
 inline constexpr uintptr_t kPythonFrameTag = uintptr_t{1} << 63;

@@ -33,10 +33,10 @@ import sys
 import threading
 import time
 
-from . import native
+from . import environment, native
 
-ENV_ENABLED = "GMT_TORCH_BLOCKS"
-ENV_MAX_ENTRIES = "GMT_TORCH_BLOCKS_ENTRIES"  # PyTorch's ring size per device
+ENV_ENABLED = environment.TORCH_BLOCKS
+ENV_MAX_ENTRIES = environment.TORCH_BLOCKS_ENTRIES  # PyTorch's ring size per device
 DEFAULT_MAX_ENTRIES = 50000
 MIN_PERIOD_S = 0.05
 MAX_PERIOD_S = 1.0  # the longest wait unless a drain costs more than 1/COST_FACTOR of it
@@ -306,7 +306,8 @@ def on_torch_imported(torch):
     cuda = getattr(torch, "cuda", None)
     memory = getattr(cuda, "memory", None)
     if cuda is None or not hasattr(memory, "_record_memory_history") or not hasattr(memory, "_snapshot"):
-        _say("--torch-blocks: this PyTorch has no torch.cuda.memory._record_memory_history; the block-level mode is off")
+        _say("--torch-blocks: this PyTorch has no torch.cuda.memory._record_memory_history; "
+             "the block-level mode is off")
         return
 
     def start_safely():
