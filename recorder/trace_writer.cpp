@@ -19,27 +19,19 @@ namespace {
 
 WriterObserver* g_observer = nullptr;
 
-// Builds an empty trace of the current schema at `temporary` and closes it (the close checkpoints the WAL
-// into the file and removes the -wal and -shm files).
+// Builds an empty trace of the current schema at `temporary` and closes it (the close checkpoints the WAL into the
+// file and removes the -wal and -shm files).
 bool build_empty_trace(const std::string& temporary, std::string& error) {
-  int fd = ::open(temporary.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    error = std::string("cannot create '") + temporary + "': " + std::strerror(errno);
-    return false;
-  }
-  ::close(fd);
-  sqlite3* db = nullptr;
-  bool ok = sqlite3_open_v2(temporary.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK;
-  if (!ok) error = std::string("cannot open '") + temporary + "': " + (db ? sqlite3_errmsg(db) : "out of memory");
-  if (ok && !schema::initialize_trace(db, error)) ok = false;
+  sqlite3* db = schema::create_trace_file(temporary, error);
+  if (!db) return false;
   // No fsync for the empty file: the close's checkpoint would otherwise sync it twice while the app waits for
   // its first flush. The trace's own connection syncs as docs/reliability.md says.
-  if (ok) sqlite3_exec(db, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr);
-  if (sqlite3_close(db) != SQLITE_OK && ok) {
+  sqlite3_exec(db, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr);
+  if (sqlite3_close(db) != SQLITE_OK) {
     error = "cannot close '" + temporary + "'";
-    ok = false;
+    return false;
   }
-  return ok;
+  return true;
 }
 
 // Gives `temporary` the name `path` unless `path` exists: atomically, so that no one ever sees the name
@@ -135,7 +127,7 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
             prepare(&insert_python_frame_, "INSERT INTO python_frames(id, file_id, function_id, line) "
                                            "VALUES (?1, ?2, ?3, ?4)") &&
             prepare(&insert_module_, "INSERT INTO modules(path, base, size, build_id) VALUES (?1, ?2, ?3, ?4)") &&
-            prepare(&upsert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") &&
+            prepare(&upsert_meta_, schema::kSetMetaSql) &&
             prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
                                          "VALUES (?1, ?2, ?3, ?4, ?5)") &&
             prepare(&insert_allocator_sample_,
@@ -176,9 +168,7 @@ void TraceWriter::write_device(const DeviceDescription& device) {
 
 void TraceWriter::set_meta(const char* key, const std::string& value) {
   if (!db_) return;
-  sqlite3_bind_text(upsert_meta_, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(upsert_meta_, 2, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
-  step_and_reset(upsert_meta_);
+  if (!schema::set_meta(upsert_meta_, key, value)) last_error_ = sqlite3_errmsg(db_);
 }
 
 void TraceWriter::set_launch_meta(const schema::LaunchIdentity& launch) {
