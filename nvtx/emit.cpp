@@ -76,13 +76,13 @@ std::string human_bytes(uint64_t bytes) {
 }
 
 // The error an allocation returned, by the layer that saw it: cudaError_t for the runtime hooks, CUresult for
-// the driver-level backends (both 2 for out of memory).
+// the driver-level backends (the same code for out of memory).
 std::string error_text(const recorder::EventRecord& e) {
   std::string name = "error";
-  if (e.error == 2) {
+  if (e.call.error == recorder::kOutOfMemoryError) {
     name = e.source == schema::Source::RuntimeHook ? "cudaErrorMemoryAllocation" : "CUDA_ERROR_OUT_OF_MEMORY";
   }
-  return name + " (" + std::to_string(e.error) + ")";
+  return name + " (" + std::to_string(e.call.error) + ")";
 }
 
 class Emitter final : public recorder::WriterObserver {
@@ -109,22 +109,22 @@ class Emitter final : public recorder::WriterObserver {
   void on_event(const recorder::EventRecord& e) override {
     switch (e.kind) {
       case EventKind::AllocFailed:
-        mark("allocation failed: " + std::to_string(e.size) + " B, " + error_text(e), e.size);
+        mark("allocation failed: " + std::to_string(e.call.size) + " B, " + error_text(e), e.call.size);
         break;
       case EventKind::Alloc:
         if (e.memory_kind == MemoryKind::Device || e.memory_kind == MemoryKind::Managed ||
             e.memory_kind == MemoryKind::HostPinned) {
-          add(live_[e.address], e.size, e.device);
+          add(live_[e.call.address], e.call.size, e.device);
         }
         break;
       case EventKind::Free:
-        remove(live_, e.address);
+        remove(live_, e.call.address);
         break;
       case EventKind::VmmCreate:
-        add(physical_[e.handle], e.size, e.device);
+        add(physical_[e.call.handle], e.call.size, e.device);
         break;
       case EventKind::VmmRelease:
-        remove(physical_, e.handle);
+        remove(physical_, e.call.handle);
         break;
       default:
         break;

@@ -68,9 +68,9 @@ extern "C" __attribute__((visibility("default"))) int gmt_record_tensor_blocks(
     const gmt_tensor_block& block = blocks[i];
     EventRecord& event = events[i];
     event.time_ns = block.time_ns;
-    event.address = block.address;
-    event.size = block.is_free ? 0 : block.size;
-    event.stream = block.stream;
+    event.call.address = block.address;
+    event.call.size = block.is_free ? 0 : block.size;
+    event.call.stream = block.stream;
     event.device = static_cast<int16_t>(block.device);
     event.thread_id = thread_id;
     event.kind = block.is_free ? schema::EventKind::Free : schema::EventKind::Alloc;

@@ -44,18 +44,10 @@ enum class EventKind : uint8_t {
   VmmMap = 14,          // address, size, handle: physical memory mapped into a reserved range
   VmmUnmap = 15,        // address, size
   // A sample of a stream-ordered pool's reserved and used bytes. Stored in the pool_usage table, not in
-  // events; in the recorder: address = pool, size = reserved bytes, handle = used bytes.
+  // events (in the recorder: recorder/event.h, PoolUsagePayload).
   PoolUsage = 16,
   // The application's NVTX annotations (nvtx/, schema v4). Stored in the ranges and marks tables, never in
-  // events. In the recorder:
-  //   RangeBegin: address = ranges.id (the row), size = the nvtxRangeId_t handed to the app for a start/end
-  //               range (0 for push/pop), handle = name (strings.id, 0 = none), context = domain (strings.id of
-  //               the domain's name, 0 = the default domain), error = push/pop nesting depth in its domain
-  //               (0-based; -1 for a start/end range).
-  //   RangeEnd:   address = ranges.id of a push/pop range, or 0 for a start/end range, which is then found by
-  //               size = the nvtxRangeId_t the app passed to nvtxRangeEnd.
-  //   Mark:       handle = name, context = domain (as for RangeBegin).
-  // time_ns and thread_id are the call's; for RangeEnd they become ranges.end_ns and ranges.end_thread_id.
+  // events (in the recorder: recorder/event.h, RangePayload and MarkPayload).
   RangeBegin = 17,
   RangeEnd = 18,
   Mark = 19,
