@@ -19,7 +19,7 @@ namespace gmt::interpose {
 namespace {
 
 constexpr const char* kNames[] = {
-#define GMT_DRIVER_NAME(name) #name,
+#define GMT_DRIVER_NAME(name, ...) #name,
     GMT_DRIVER_HOOKS(GMT_DRIVER_NAME) GMT_DRIVER_CALLS(GMT_DRIVER_NAME)
 #undef GMT_DRIVER_NAME
 };
