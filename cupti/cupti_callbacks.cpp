@@ -37,22 +37,23 @@ struct DeviceCache {
 thread_local DeviceCache t_device_cache __attribute__((tls_model("initial-exec")));
 
 // The device of the current context of a callback (-1: none).
-GMT_HOT int16_t device_of_context(const CUpti_CallbackData& data, const CuptiTable* table) {
+GMT_HOT int16_t device_of_context(const CUpti_CallbackData& data) {
   if (!data.context) return -1;  // no context current: nothing to ask
   const uint32_t uid = data.contextUid;
   if (uid != 0 && t_device_cache.context_uid == uid) return t_device_cache.device;
   uint32_t id = 0;
-  if (GMT_CUPTI_CALL(table, nullptr, cuptiGetDeviceId, data.context, &id) != CUPTI_SUCCESS) return -1;
+  if (GMT_CUPTI_CALL(cupti_table(), nullptr, cuptiGetDeviceId, data.context, &id) != CUPTI_SUCCESS) return -1;
   const auto device = static_cast<int16_t>(id);
   if (uid != 0) t_device_cache = {uid, device};
   return device;
 }
 
-// One driver callback, as the catalog's rows see a call (recorder/driver_calls.h).
+// One driver callback, as the catalog's rows see a call (recorder/driver_calls.h): small enough to travel in two
+// registers (the CUPTI table is read where it is needed, off the common path).
 class CuptiCall {
  public:
-  CuptiCall(const CUpti_CallbackData& data, const CuptiTable* table, Api driver_api, int32_t result)
-      : data_(&data), table_(table), driver_api_(driver_api), result_(result) {}
+  CuptiCall(const CUpti_CallbackData& data, Api driver_api, int32_t result)
+      : data_(&data), driver_api_(driver_api), result_(result) {}
 
   bool at_entry() const { return data_->callbackSite == CUPTI_API_ENTER; }
   bool at_exit() const { return data_->callbackSite == CUPTI_API_EXIT; }
@@ -63,9 +64,10 @@ class CuptiCall {
   // after CUDA_ERROR_OUT_OF_MEMORY: after other errors the context may be unusable.
   GMT_HOT std::optional<DeviceMemoryInfo> memory_after_failure(MemoryKind kind) const {
     if (result_ != CUDA_ERROR_OUT_OF_MEMORY || kind == MemoryKind::HostPinned) return std::nullopt;
-    if (!table_->cuMemGetInfo_v2 || !data_->context) return std::nullopt;
+    const CuptiTable* table = cupti_table();
+    if (!table || !table->cuMemGetInfo_v2 || !data_->context) return std::nullopt;
     size_t free_bytes = 0, total_bytes = 0;
-    if (table_->cuMemGetInfo_v2(&free_bytes, &total_bytes) != CUDA_SUCCESS) return std::nullopt;
+    if (table->cuMemGetInfo_v2(&free_bytes, &total_bytes) != CUDA_SUCCESS) return std::nullopt;
     return DeviceMemoryInfo{free_bytes, total_bytes};
   }
 
@@ -77,7 +79,7 @@ class CuptiCall {
     call.driver_api = runtime_api != Api::Unknown ? runtime_api : driver_api_;
     call.source = schema::Source::Cupti;
     call.result = result_;
-    call.device = device != recorder::driver_calls::kDeviceOfContext ? device : device_of_context(*data_, table_);
+    call.device = device != recorder::driver_calls::kDeviceOfContext ? device : device_of_context(*data_);
     call.context = reinterpret_cast<uint64_t>(data_->context);
     call.stream = reinterpret_cast<uint64_t>(stream);
     return call;
@@ -87,7 +89,6 @@ class CuptiCall {
 
  private:
   const CUpti_CallbackData* data_;
-  const CuptiTable* table_;
   Api driver_api_;
   int32_t result_;
 };
@@ -97,7 +98,7 @@ const Params& params(const CUpti_CallbackData& data) {
   return *static_cast<const Params*>(data.functionParams);
 }
 
-GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, const CuptiTable* table) {
+GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data) {
   if (!data.functionParams) return;
   int32_t result = 0;
   if (data.callbackSite == CUPTI_API_EXIT) {
@@ -108,12 +109,12 @@ GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data, co
   switch (cbid) {
 #define GMT_DRIVER_CASE(function, api)                                              \
   case CUPTI_DRIVER_TRACE_CBID_##function: {                                        \
-    CuptiCall call(data, table, Api::api, result);                                  \
+    CuptiCall call(data, Api::api, result);                                         \
     return recorder::driver_calls::on_driver_call(call, params<function##_params>(data)); \
   }
 #define GMT_DRIVER_CASE_CUPTI_ONLY(function, api, parameters)                       \
   case CUPTI_DRIVER_TRACE_CBID_##function: {                                        \
-    CuptiCall call(data, table, Api::api, result);                                  \
+    CuptiCall call(data, Api::api, result);                                         \
     return recorder::driver_calls::on_driver_call(call, params<parameters>(data));  \
   }
     GMT_DRIVER_CATALOG(GMT_DRIVER_CASE, GMT_DRIVER_CASE_CUPTI_ONLY)
@@ -142,9 +143,8 @@ GMT_HOT void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domai
     if (!scope.active() || domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
     // Until start() has returned and the backend is set, another path may still be the one that counts.
     if (recorder::active_backend() != recorder::Backend::Cupti) return;
-    const CuptiTable* table = cupti_table();
-    if (!table) return;
-    on_driver(cbid, *data, table);
+    if (!cupti_table()) return;  // published by start() with everything the callbacks use
+    on_driver(cbid, *data);
   } catch (...) {
     // An event lost is better than an application aborted.
   }

@@ -91,14 +91,25 @@ GMT_HOT void deallocation(Call c, MemoryKind kind, uint64_t address, CUstream st
   record_driver_free(c.driver_call(device_of(kind), stream), kind, address);
 }
 
+// Rare calls (pools, VMM, IPC) are recorded by functions of their own: never inlined into a hot caller (CUPTI's
+// callback is one), whose code must stay small (recorder/cache_hints.h).
+#define GMT_DRIVER_RARE __attribute__((noinline))
+
+template <typename Call>
+GMT_DRIVER_RARE void record_pool_or_vmm_event(Call c, EventKind kind, uint64_t address, uint64_t size,
+                                              uint64_t handle, const CUmemLocation* location) {
+  if (c.result() != CUDA_SUCCESS) return;
+  record_driver_event(c.driver_call(device_at(location), nullptr), kind, address, size, handle);
+}
+
 // A pool or VMM event, at the side of the call given; failed calls record nothing. `location`: where the memory
 // lives, for calls that say (cuMemCreate, cuMemPoolCreate); else the context's device.
 enum class Side { Entry, Exit };
 template <typename Call>
 void pool_or_vmm_event(Call c, Side side, EventKind kind, uint64_t address, uint64_t size, uint64_t handle,
                        const CUmemLocation* location = nullptr) {
-  if ((side == Side::Exit ? !c.at_exit() : !c.at_entry()) || c.result() != CUDA_SUCCESS) return;
-  record_driver_event(c.driver_call(device_at(location), nullptr), kind, address, size, handle);
+  if (side == Side::Exit ? !c.at_exit() : !c.at_entry()) return;
+  record_pool_or_vmm_event(c, kind, address, size, handle, location);
 }
 
 // ---- the rows ----------------------------------------------------------------------------------------------
@@ -208,7 +219,7 @@ void on_driver_call(Call c, const cuMemAddressFree_params& p) {
 // Memory imported from other processes. Rare calls: the recorder asks the driver for the opened range's size and
 // the device it lives on (recorder/driver_queries.h).
 template <typename Call, typename Params>
-void ipc_open(Call c, const Params& p) {
+GMT_DRIVER_RARE void ipc_open(Call c, const Params& p) {
   if (c.at_exit()) record_ipc_open(c.driver_call(kDeviceOfContext, nullptr), written(c, p.pdptr));
 }
 template <typename Call>
@@ -216,14 +227,16 @@ void on_driver_call(Call c, const cuIpcOpenMemHandle_params& p) { ipc_open(c, p)
 template <typename Call>
 void on_driver_call(Call c, const cuIpcOpenMemHandle_v2_params& p) { ipc_open(c, p); }
 template <typename Call>
-void on_driver_call(Call c, const cuIpcCloseMemHandle_params& p) {
+GMT_DRIVER_RARE void on_driver_call(Call c, const cuIpcCloseMemHandle_params& p) {
   if (c.at_entry()) record_ipc_close(c.driver_call(kDeviceOfContext, nullptr), p.dptr);
 }
 template <typename Call>
-void on_driver_call(Call c, const cuMemImportFromShareableHandle_params& p) {
+GMT_DRIVER_RARE void on_driver_call(Call c, const cuMemImportFromShareableHandle_params& p) {
   if (c.at_exit() && c.result() == CUDA_SUCCESS) {
     record_vmm_import(c.driver_call(kDeviceOfContext, nullptr), written(c, p.handle));
   }
 }
+
+#undef GMT_DRIVER_RARE
 
 }  // namespace gmt::recorder::driver_calls
