@@ -9,6 +9,7 @@
 
 #include "recorder/guard.h"
 #include "recorder/python_frame_table.h"
+#include "unwind/python_frames.h"
 #include "recorder/recorder.h"
 #include "recorder/strings.h"
 #include "schema/trace_schema.h"
@@ -80,7 +81,7 @@ extern "C" __attribute__((visibility("default"))) int gmt_record_tensor_blocks(
     RawStack& stack = stacks[i];
     for (uint32_t f = 0; f < block.frame_count && stack.depth < kMaxStackDepth; ++f) {
       uint32_t id = frame_ids[block.first_frame + f];
-      if (id != 0) stack.pcs[stack.depth++] = kPythonFrameTag | id;  // 0: the frame table is full
+      if (id != 0) stack.pcs[stack.depth++] = gmt::unwind::kPythonFrameTag | id;  // 0: the frame table is full
     }
   }
   note_mode(overruns);

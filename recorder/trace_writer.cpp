@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "recorder/python_frames.h"
+#include "recorder/python_frame_table.h"
 #include "recorder/strings.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -185,7 +185,8 @@ void TraceWriter::set_launch_meta(const schema::LaunchIdentity& launch) {
 }
 
 bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
-                              const size_t* run_lengths, size_t runs, const std::vector<Module>& modules) {
+                              const size_t* run_lengths, size_t runs,
+                              const std::vector<unwind::Module>& modules) {
   if (!db_) return false;
   size_t events = 0;
   for (size_t r = 0; r < runs; ++r) events += run_lengths[r];

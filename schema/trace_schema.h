@@ -342,7 +342,7 @@ inline constexpr const char* kTensorBlocksOverruns = "tensor_blocks_overruns";
 // during a pause looks live. Absent when recording was never paused.
 inline constexpr const char* kRecordingPauses = "recording_pauses";
 inline constexpr const char* kRecordingPausedNs = "recording_paused_ns";
-// Stack walks (recorder/fast_unwind.h): how many stacks were taken with libunwind because the fast walker gave up
+// Stack walks (unwind/fast_unwind.h): how many stacks were taken with libunwind because the fast walker gave up
 // on them (a signal frame, code without unwind information, a foreign stack) or was turned off (GMT_UNWIND). Written
 // at a clean exit, with stacks on. Under GMT_UNWIND=check also how many stacks both walkers took and on how many
 // they disagreed (libunwind's stack is the one recorded).
