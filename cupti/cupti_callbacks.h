@@ -1,4 +1,4 @@
-// The one list of CUPTI callback ids we enable (STYLE.md rules 2 and 8): cupti_subscriber.cpp enables and
+// The one list of CUPTI callback ids we enable (docs/design.md, "Backends": cupti): cupti_subscriber.cpp enables and
 // disables exactly these, in order and in reverse; cupti_callbacks.cpp translates each into events.
 //
 // Driver-API callbacks count the allocations: every path ends in the driver (static cudart, which nvcc

@@ -1,6 +1,6 @@
 // The preloaded CUDA runtime hooks. Each hook: take the guard, call the real function, hand one event to the
 // recorder. Allocations are recorded after they succeed, frees before the real free runs (the address can be
-// reused by another thread the moment it returns: STYLE.md rule 5).
+// reused by another thread the moment it returns: docs/design.md, "Inside the process").
 //
 // When a driver-level backend counts (CUPTI or the driver hooks, recorder/backend.h), the allocation and free
 // hooks record nothing themselves: they only name the runtime call in progress, so the driver-level event for

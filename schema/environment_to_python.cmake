@@ -8,7 +8,8 @@
 #       (the build runs this, and so does ctest's unit.python_environment_names).
 cmake_minimum_required(VERSION 3.20)
 if(NOT HEADER OR NOT PYTHON)
-  message(FATAL_ERROR "usage: cmake -DHEADER=<environment.h> -DPYTHON=<environment.py> [-DCHECK=ON] -P ${CMAKE_CURRENT_LIST_FILE}")
+  message(FATAL_ERROR "usage: cmake -DHEADER=<environment.h> -DPYTHON=<environment.py> [-DCHECK=ON] "
+                      "-P ${CMAKE_CURRENT_LIST_FILE}")
 endif()
 
 file(STRINGS ${HEADER} lines REGEX "^inline constexpr const char\\* k[A-Za-z0-9]+ = \"GMT_[A-Z0-9_]+\";")

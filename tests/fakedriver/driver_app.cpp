@@ -26,7 +26,8 @@ int g_failures = 0;
 
 void expect(CUresult got, CUresult want, const char* what) {
   if (got == want) return;
-  std::fprintf(stderr, "driver_app: %s returned %d, expected %d\n", what, static_cast<int>(got), static_cast<int>(want));
+  std::fprintf(stderr, "driver_app: %s returned %d, expected %d\n", what, static_cast<int>(got),
+               static_cast<int>(want));
   ++g_failures;
 }
 
@@ -145,7 +146,8 @@ NOINLINE void virtual_memory() {
 NOINLINE void imported_memory() {
   CUipcMemHandle ipc{};
   CUdeviceptr opened = 0, opened_too = 0;
-  expect(cuIpcOpenMemHandle_v2(&opened, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS, "cuIpcOpenMemHandle_v2");
+  expect(cuIpcOpenMemHandle_v2(&opened, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS,
+         "cuIpcOpenMemHandle_v2");
   expect(cuIpcOpenMemHandle(&opened_too, ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_SUCCESS, "cuIpcOpenMemHandle");
   expect(cuIpcCloseMemHandle(opened), CUDA_SUCCESS, "cuIpcCloseMemHandle");
   CUmemGenericAllocationHandle handle = 0;

@@ -207,7 +207,9 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  return GMT_TRACED(cuMemAllocManaged, dptr, bytesize, flags) { return allocate(current_device(), bytesize, 0, dptr); });
+  return GMT_TRACED(cuMemAllocManaged, dptr, bytesize, flags) {
+    return allocate(current_device(), bytesize, 0, dptr);
+  });
 }
 
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {

@@ -121,11 +121,12 @@ class DriverBackendsTest(TraceDirTestCase):
             else:
                 self.assertIsNotNone(got[10], f"event {number}: no stack")
                 self.assertIn(want[10], got[10], f"event {number}: the stack starts in the app's {want[10]}")
-        self.assertEqual(db.execute("SELECT DISTINCT s.name FROM events e JOIN sources s ON s.id = e.source").fetchall(),
-                         [(source,)])
+        sources = db.execute("SELECT DISTINCT s.name FROM events e JOIN sources s ON s.id = e.source").fetchall()
+        self.assertEqual(sources, [(source,)])
         failures = db.execute("SELECT device_free, device_total FROM alloc_failures ORDER BY event_id").fetchall()
         self.assertEqual(failures, EXPECTED_FAILURES)
-        samples = db.execute("SELECT pool, device, reserved_bytes, used_bytes FROM pool_usage ORDER BY rowid").fetchall()
+        samples = db.execute("SELECT pool, device, reserved_bytes, used_bytes FROM pool_usage "
+                             "ORDER BY rowid").fetchall()
         self.assertEqual(samples, EXPECTED_POOL_SAMPLES)
         devices = db.execute("SELECT ordinal, name, uuid, total_bytes, pci_bus_id FROM devices ORDER BY ordinal")
         self.assertEqual(devices.fetchall(), EXPECTED_DEVICES)
