@@ -40,9 +40,9 @@ using schema::MemoryKind;
 // The schema::Api of a catalogued function, by its parameter struct.
 template <typename Params>
 struct Function;
-#define GMT_DRIVER_FUNCTION(function, api)     \
-  template <>                                  \
-  struct Function<function##_params> {         \
+#define GMT_DRIVER_FUNCTION(function, api)                \
+  template <>                                             \
+  struct Function<function##_params> {                    \
     static constexpr schema::Api kApi = schema::Api::api; \
   };
 GMT_DRIVER_CATALOG(GMT_DRIVER_FUNCTION, GMT_DRIVER_CATALOG_SKIP)
@@ -96,8 +96,8 @@ GMT_HOT void deallocation(Call c, MemoryKind kind, uint64_t address, CUstream st
 #define GMT_DRIVER_RARE __attribute__((noinline))
 
 template <typename Call>
-GMT_DRIVER_RARE void record_pool_or_vmm_event(Call c, EventKind kind, uint64_t address, uint64_t size,
-                                              uint64_t handle, const CUmemLocation* location) {
+GMT_DRIVER_RARE void record_pool_or_vmm_event(Call c, EventKind kind, uint64_t address, uint64_t size, uint64_t handle,
+                                              const CUmemLocation* location) {
   if (c.result() != CUDA_SUCCESS) return;
   record_driver_event(c.driver_call(device_at(location), nullptr), kind, address, size, handle);
 }
@@ -162,17 +162,29 @@ GMT_HOT void deallocation_async(Call c, const Params& p) {
   deallocation(c, MemoryKind::Device, p.dptr, p.hStream);
 }
 template <typename Call>
-GMT_HOT void on_driver_call(Call c, const cuMemAllocAsync_params& p) { allocation_async(c, p); }
+GMT_HOT void on_driver_call(Call c, const cuMemAllocAsync_params& p) {
+  allocation_async(c, p);
+}
 template <typename Call>
-GMT_HOT void on_driver_call(Call c, const cuMemAllocAsync_ptsz_params& p) { allocation_async(c, p); }
+GMT_HOT void on_driver_call(Call c, const cuMemAllocAsync_ptsz_params& p) {
+  allocation_async(c, p);
+}
 template <typename Call>
-GMT_HOT void on_driver_call(Call c, const cuMemAllocFromPoolAsync_params& p) { allocation_from_pool(c, p); }
+GMT_HOT void on_driver_call(Call c, const cuMemAllocFromPoolAsync_params& p) {
+  allocation_from_pool(c, p);
+}
 template <typename Call>
-GMT_HOT void on_driver_call(Call c, const cuMemAllocFromPoolAsync_ptsz_params& p) { allocation_from_pool(c, p); }
+GMT_HOT void on_driver_call(Call c, const cuMemAllocFromPoolAsync_ptsz_params& p) {
+  allocation_from_pool(c, p);
+}
 template <typename Call>
-GMT_HOT void on_driver_call(Call c, const cuMemFreeAsync_params& p) { deallocation_async(c, p); }
+GMT_HOT void on_driver_call(Call c, const cuMemFreeAsync_params& p) {
+  deallocation_async(c, p);
+}
 template <typename Call>
-GMT_HOT void on_driver_call(Call c, const cuMemFreeAsync_ptsz_params& p) { deallocation_async(c, p); }
+GMT_HOT void on_driver_call(Call c, const cuMemFreeAsync_ptsz_params& p) {
+  deallocation_async(c, p);
+}
 
 // A pool's events name the pool in `address`.
 template <typename Call>
@@ -223,9 +235,13 @@ GMT_DRIVER_RARE void ipc_open(Call c, const Params& p) {
   if (c.at_exit()) record_ipc_open(c.driver_call(kDeviceOfContext, nullptr), written(c, p.pdptr));
 }
 template <typename Call>
-void on_driver_call(Call c, const cuIpcOpenMemHandle_params& p) { ipc_open(c, p); }
+void on_driver_call(Call c, const cuIpcOpenMemHandle_params& p) {
+  ipc_open(c, p);
+}
 template <typename Call>
-void on_driver_call(Call c, const cuIpcOpenMemHandle_v2_params& p) { ipc_open(c, p); }
+void on_driver_call(Call c, const cuIpcOpenMemHandle_v2_params& p) {
+  ipc_open(c, p);
+}
 template <typename Call>
 GMT_DRIVER_RARE void on_driver_call(Call c, const cuIpcCloseMemHandle_params& p) {
   if (c.at_entry()) record_ipc_close(c.driver_call(kDeviceOfContext, nullptr), p.dptr);

@@ -18,39 +18,39 @@
 // No includes: driver_hook_table.h uses the list where cuda.h is not included.
 #pragma once
 
-#define GMT_DRIVER_CATALOG(X, X_CUPTI_ONLY)                                                                       \
-  /* allocations and frees */                                                                                    \
-  X(cuMemAlloc_v2, cuMemAlloc)                                                                                    \
-  X(cuMemAllocPitch_v2, cuMemAllocPitch)                                                                          \
-  X(cuMemAllocManaged, cuMemAllocManaged)                                                                         \
-  X(cuMemAllocHost_v2, cuMemAllocHost)                                                                            \
-  X(cuMemHostAlloc, cuMemHostAlloc)                                                                               \
-  /* The driver has no cuMemHostAlloc_v2 symbol, but CUPTI has an id for it (shared/FACTS.md lists 271): */      \
+#define GMT_DRIVER_CATALOG(X, X_CUPTI_ONLY)                                                                        \
+  /* allocations and frees */                                                                                      \
+  X(cuMemAlloc_v2, cuMemAlloc)                                                                                     \
+  X(cuMemAllocPitch_v2, cuMemAllocPitch)                                                                           \
+  X(cuMemAllocManaged, cuMemAllocManaged)                                                                          \
+  X(cuMemAllocHost_v2, cuMemAllocHost)                                                                             \
+  X(cuMemHostAlloc, cuMemHostAlloc)                                                                                \
+  /* The driver has no cuMemHostAlloc_v2 symbol, but CUPTI 13.0 has an id for it (271): */                         \
   /* enabled too, with cuMemHostAlloc's parameters, so pinned allocations count whichever id the driver raises. */ \
-  X_CUPTI_ONLY(cuMemHostAlloc_v2, cuMemHostAlloc, cuMemHostAlloc_params)                                          \
-  X(cuMemFree_v2, cuMemFree)                                                                                      \
-  X(cuMemFreeHost, cuMemFreeHost)                                                                                 \
-  /* stream-ordered allocations and pools */                                                                     \
-  X(cuMemAllocAsync, cuMemAllocAsync)                                                                             \
-  X(cuMemAllocAsync_ptsz, cuMemAllocAsync)                                                                        \
-  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync)                                                             \
-  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)                                                        \
-  X(cuMemFreeAsync, cuMemFreeAsync)                                                                               \
-  X(cuMemFreeAsync_ptsz, cuMemFreeAsync)                                                                          \
-  X(cuMemPoolCreate, cuMemPoolCreate)                                                                             \
-  X(cuMemPoolDestroy, cuMemPoolDestroy)                                                                           \
-  X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                                                             \
-  /* virtual memory management (PyTorch's expandable segments) */                                                \
-  X(cuMemCreate, cuMemCreate)                                                                                     \
-  X(cuMemRelease, cuMemRelease)                                                                                   \
-  X(cuMemMap, cuMemMap)                                                                                           \
-  X(cuMemUnmap, cuMemUnmap)                                                                                       \
-  X(cuMemAddressReserve, cuMemAddressReserve)                                                                     \
-  X(cuMemAddressFree, cuMemAddressFree)                                                                           \
-  /* memory imported from other processes (IPC handles, shareable VMM handles) */                                \
-  X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2)                                                                    \
-  X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2)                                                                 \
-  X(cuIpcCloseMemHandle, cuIpcCloseMemHandle)                                                                     \
+  X_CUPTI_ONLY(cuMemHostAlloc_v2, cuMemHostAlloc, cuMemHostAlloc_params)                                           \
+  X(cuMemFree_v2, cuMemFree)                                                                                       \
+  X(cuMemFreeHost, cuMemFreeHost)                                                                                  \
+  /* stream-ordered allocations and pools */                                                                       \
+  X(cuMemAllocAsync, cuMemAllocAsync)                                                                              \
+  X(cuMemAllocAsync_ptsz, cuMemAllocAsync)                                                                         \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync)                                                              \
+  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)                                                         \
+  X(cuMemFreeAsync, cuMemFreeAsync)                                                                                \
+  X(cuMemFreeAsync_ptsz, cuMemFreeAsync)                                                                           \
+  X(cuMemPoolCreate, cuMemPoolCreate)                                                                              \
+  X(cuMemPoolDestroy, cuMemPoolDestroy)                                                                            \
+  X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                                                              \
+  /* virtual memory management (PyTorch's expandable segments) */                                                  \
+  X(cuMemCreate, cuMemCreate)                                                                                      \
+  X(cuMemRelease, cuMemRelease)                                                                                    \
+  X(cuMemMap, cuMemMap)                                                                                            \
+  X(cuMemUnmap, cuMemUnmap)                                                                                        \
+  X(cuMemAddressReserve, cuMemAddressReserve)                                                                      \
+  X(cuMemAddressFree, cuMemAddressFree)                                                                            \
+  /* memory imported from other processes (IPC handles, shareable VMM handles) */                                  \
+  X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2)                                                                     \
+  X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2)                                                                  \
+  X(cuIpcCloseMemHandle, cuIpcCloseMemHandle)                                                                      \
   X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle)
 
 // For a use of the list that leaves one kind of entry out.

@@ -71,7 +71,7 @@ struct RangePayload {
 
 // An NVTX marker of the application.
 struct MarkPayload {
-  uint32_t name_id;    // as RangePayload
+  uint32_t name_id;  // as RangePayload
   uint32_t domain_id;
 };
 

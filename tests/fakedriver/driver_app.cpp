@@ -175,7 +175,7 @@ int main() {
   managed_alloc();  // leaked
   out_of_memory();
   void* pinned = pinned_alloc(4096);
-  host_alloc(8192);  // leaked
+  host_alloc(8192);          // leaked
   alloc_on_second_device();  // leaked
   CUdeviceptr through_entry_point = alloc_through_entry_point();
 

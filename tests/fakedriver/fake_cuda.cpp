@@ -51,9 +51,9 @@ struct Block {
 };
 
 std::mutex g_mutex;
-std::map<uint64_t, Block> g_blocks;   // device, managed, pinned, IPC-opened and reserved ranges by address
-std::map<uint64_t, int> g_handles;    // VMM physical handles (created or imported) -> device
-std::map<uint64_t, int> g_pools;      // pool handle -> device
+std::map<uint64_t, Block> g_blocks;  // device, managed, pinned, IPC-opened and reserved ranges by address
+std::map<uint64_t, int> g_handles;   // VMM physical handles (created or imported) -> device
+std::map<uint64_t, int> g_pools;     // pool handle -> device
 std::map<uint64_t, uint64_t> g_pool_used;
 uint64_t g_next[kDevices] = {0x200000000ull, 0x300000000ull};
 uint64_t g_next_host = 0x100000000ull;

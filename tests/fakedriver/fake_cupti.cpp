@@ -59,8 +59,8 @@ CUptiResult cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFun
   if (g_callback) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   // The driver is loaded already (the app links it): hand it our raise function.
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  auto attach = driver ? reinterpret_cast<void (*)(GmtFakeCuptiRaise)>(dlsym(driver, "gmt_fake_cuda_attach_cupti"))
-                       : nullptr;
+  auto attach =
+      driver ? reinterpret_cast<void (*)(GmtFakeCuptiRaise)>(dlsym(driver, "gmt_fake_cuda_attach_cupti")) : nullptr;
   if (!attach) return CUPTI_ERROR_NOT_INITIALIZED;
   attach(raise);
   g_callback = callback;
