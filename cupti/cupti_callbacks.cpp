@@ -107,15 +107,15 @@ GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data) {
   }
   // One case per function of the driver catalog, each handing the call to its row.
   switch (cbid) {
-#define GMT_DRIVER_CASE(function, api)                                              \
-  case CUPTI_DRIVER_TRACE_CBID_##function: {                                        \
-    CuptiCall call(data, Api::api, result);                                         \
+#define GMT_DRIVER_CASE(function, api)                                                    \
+  case CUPTI_DRIVER_TRACE_CBID_##function: {                                              \
+    CuptiCall call(data, Api::api, result);                                               \
     return recorder::driver_calls::on_driver_call(call, params<function##_params>(data)); \
   }
-#define GMT_DRIVER_CASE_CUPTI_ONLY(function, api, parameters)                       \
-  case CUPTI_DRIVER_TRACE_CBID_##function: {                                        \
-    CuptiCall call(data, Api::api, result);                                         \
-    return recorder::driver_calls::on_driver_call(call, params<parameters>(data));  \
+#define GMT_DRIVER_CASE_CUPTI_ONLY(function, api, parameters)                      \
+  case CUPTI_DRIVER_TRACE_CBID_##function: {                                       \
+    CuptiCall call(data, Api::api, result);                                        \
+    return recorder::driver_calls::on_driver_call(call, params<parameters>(data)); \
   }
     GMT_DRIVER_CATALOG(GMT_DRIVER_CASE, GMT_DRIVER_CASE_CUPTI_ONLY)
 #undef GMT_DRIVER_CASE
