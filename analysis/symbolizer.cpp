@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "schema/trace_init.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::analysis {
@@ -409,9 +410,9 @@ SymbolizeStats symbolize_trace(const TraceFile& trace, const SymbolizeProgress& 
     if (progress && done % kProgressEvery == 0 && done != pcs.size()) progress(done, pcs.size());
   }
 
-  Insert meta(trace, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, '1')");
-  meta.bind(1, std::optional<std::string>(schema::meta::kSymbolized));
-  meta.run();
+  if (!schema::set_meta(trace.db(), schema::meta::kSymbolized, "1")) {
+    throw TraceError(fmt::format("cannot write symbols to trace '{}': {}", trace.path(), sqlite3_errmsg(trace.db())));
+  }
   transaction.commit();
   // The last call comes after the commit, so "done == total" means the rows are in the file.
   if (progress) progress(pcs.size(), pcs.size());

@@ -3,7 +3,7 @@
 switched on and off in ABBA blocks, call site DEPTH frames below main) under each backend, and prints one table
 of paired on/off ratios (median, with the middle half of the block pairs). Optionally the same under another
 build's profiler (--baseline: the `before:` columns; the same bench binary) and with GMT_UNWIND=libunwind (the
-stack walk before recorder/fast_unwind.h), or with any other library setting (--env NAME=VALUE, e.g.
+stack walk before unwind/fast_unwind.h), or with any other library setting (--env NAME=VALUE, e.g.
 GMT_EVENT_CLOCK=monotonic). Needs a GPU.
 
 "Off" still runs the hooks' pass-through (a guard check); under cupti, CUPTI's driver callbacks are switched off

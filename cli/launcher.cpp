@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cli/exit_codes.h"
+#include "schema/environment.h"
 #include "schema/trace_naming.h"
 
 namespace gmt::cli {
@@ -83,7 +84,7 @@ LaunchResult launch_and_wait(const LaunchSpec& spec) {
     close(fds[0]);
     prepare_output_in_child(spec, fds[1]);
     for (const auto& [name, value] : spec.environment) setenv(name.c_str(), value.c_str(), 1);
-    setenv("GMT_ROOT_PID", std::to_string(getpid()).c_str(), 1);
+    setenv(schema::env::kRootPid, std::to_string(getpid()).c_str(), 1);
     std::vector<char*> argv;
     for (const auto& arg : spec.command) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);

@@ -1,12 +1,9 @@
 #include "cli/post_run.h"
 
-#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <vector>
 
@@ -94,51 +91,29 @@ bool print_run_summary(const std::string& path) {
 }
 
 bool write_empty_trace(const EmptyTrace& trace, std::string& error) {
-  const std::string& path = trace.path;
-  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    error = fmt::format("cannot create trace '{}': {}", path, std::strerror(errno));
-    return false;
-  }
-  ::close(fd);
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
-    error = fmt::format("cannot open trace '{}': {}", path, db ? sqlite3_errmsg(db) : "out of memory");
-    sqlite3_close(db);
-    return false;
-  }
-  bool ok = schema::initialize_trace(db, error);
-  if (ok) {
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    std::string mono = std::to_string(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
-    bool complete = trace.stop_reason.empty();
-    std::vector<std::pair<const char*, std::string>> meta = {
-        {schema::meta::kPid, std::to_string(trace.pid)},
-        {schema::meta::kCommandLine, trace.command_line},
-        {schema::meta::kStartMonotonicNs, mono},
-        {schema::meta::kComplete, complete ? "1" : "0"},
-        {schema::meta::kSimulated, trace.simulated ? "1" : "0"},
-        {schema::meta::kToolVersion, GMT_VERSION},
-        {schema::meta::kDroppedEvents, "0"},
-        {schema::meta::kSymbolized, "1"},
-    };
-    if (complete) meta.emplace_back(schema::meta::kEndMonotonicNs, mono);
-    if (!complete) meta.emplace_back(schema::meta::kStopReason, trace.stop_reason);
-    if (!trace.backend.empty()) meta.emplace_back(schema::meta::kBackend, trace.backend);
-    if (!trace.verify_unavailable.empty()) meta.emplace_back(schema::meta::kVerifyUnavailable, trace.verify_unavailable);
-    sqlite3_stmt* stmt = nullptr;
-    ok = sqlite3_prepare_v2(db, "INSERT INTO meta(key, value) VALUES (?1, ?2)", -1, &stmt, nullptr) == SQLITE_OK;
-    for (const auto& [key, value] : meta) {
-      if (!ok) break;
-      sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-      sqlite3_bind_text(stmt, 2, value.c_str(), -1, SQLITE_TRANSIENT);
-      ok = sqlite3_step(stmt) == SQLITE_DONE;
-      sqlite3_reset(stmt);
-    }
-    sqlite3_finalize(stmt);
-    if (!ok) error = fmt::format("cannot write trace '{}': {}", path, sqlite3_errmsg(db));
-  }
+  sqlite3* db = schema::create_trace_file(trace.path, error);
+  if (!db) return false;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  std::string mono = std::to_string(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
+  bool complete = trace.stop_reason.empty();
+  std::vector<std::pair<const char*, std::string>> meta = {
+      {schema::meta::kPid, std::to_string(trace.pid)},
+      {schema::meta::kCommandLine, trace.command_line},
+      {schema::meta::kStartMonotonicNs, mono},
+      {schema::meta::kComplete, complete ? "1" : "0"},
+      {schema::meta::kSimulated, trace.simulated ? "1" : "0"},
+      {schema::meta::kToolVersion, GMT_VERSION},
+      {schema::meta::kDroppedEvents, "0"},
+      {schema::meta::kSymbolized, "1"},
+  };
+  if (complete) meta.emplace_back(schema::meta::kEndMonotonicNs, mono);
+  if (!complete) meta.emplace_back(schema::meta::kStopReason, trace.stop_reason);
+  if (!trace.backend.empty()) meta.emplace_back(schema::meta::kBackend, trace.backend);
+  if (!trace.verify_unavailable.empty()) meta.emplace_back(schema::meta::kVerifyUnavailable, trace.verify_unavailable);
+  bool ok = true;
+  for (const auto& [key, value] : meta) ok = ok && schema::set_meta(db, key, value);
+  if (!ok) error = fmt::format("cannot write trace '{}': {}", trace.path, sqlite3_errmsg(db));
   sqlite3_close(db);
   return ok;
 }

@@ -20,11 +20,14 @@
 #include "cli/launcher.h"
 #include "cli/post_run.h"
 #include "cli/sanitizer_runtime.h"
+#include "schema/environment.h"
 #include "schema/trace_naming.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::cli {
 namespace {
+
+namespace env = schema::env;
 
 struct RunOptions {
   std::vector<std::string> command;
@@ -72,9 +75,9 @@ bool same_file(const std::string& a, const std::string& b) {
 // Python processes of the run import python/sitecustomize.py (first on PYTHONPATH), which chains to their own
 // sitecustomize and starts the framework hooks (python/gpumemtrace_inprocess). Other processes ignore both.
 void add_python_environment(const RunOptions& options, const InstallLayout& layout, LaunchSpec& spec) {
-  spec.environment.emplace_back("GMT_LIBRARY", layout.preload_library);
-  spec.environment.emplace_back("GMT_PYTHON_HOOKS", options.python_hooks ? "1" : "0");
-  spec.environment.emplace_back("GMT_TORCH_BLOCKS", options.torch_blocks ? "1" : "0");
+  spec.environment.emplace_back(env::kLibrary, layout.preload_library);
+  spec.environment.emplace_back(env::kPythonHooks, options.python_hooks ? "1" : "0");
+  spec.environment.emplace_back(env::kTorchBlocks, options.torch_blocks ? "1" : "0");
   if (!options.python_hooks || !file_exists(layout.python_dir + "/sitecustomize.py")) return;
   const char* old_path = getenv("PYTHONPATH");
   std::string python_path = layout.python_dir;
@@ -86,11 +89,11 @@ void add_nvtx_environment(const RunOptions& options, const std::string& preload_
   const char* previous = getenv("NVTX_INJECTION64_PATH");
   bool other_tool = previous && *previous && !same_file(previous, preload_library);
   if (!options.no_nvtx_capture) {
-    if (other_tool) spec.environment.emplace_back("GMT_NVTX_CHAIN", previous);
+    if (other_tool) spec.environment.emplace_back(env::kNvtxChain, previous);
     spec.environment.emplace_back("NVTX_INJECTION64_PATH", preload_library);
   }
-  spec.environment.emplace_back("GMT_NVTX_EMIT", options.nvtx_emit ? "1" : "0");
-  spec.environment.emplace_back("GMT_NVTX_PEAK_STEP", std::to_string(options.nvtx_peak_step));
+  spec.environment.emplace_back(env::kNvtxEmit, options.nvtx_emit ? "1" : "0");
+  spec.environment.emplace_back(env::kNvtxPeakStep, std::to_string(options.nvtx_peak_step));
   if (options.nvtx_emit && !other_tool && !options.quiet) {
     fmt::print(stderr, "gpumemtrace: --nvtx-emit: no NVTX tool was set before us (NVTX_INJECTION64_PATH, e.g. by "
                        "Nsight Systems) to receive gpumemtrace's markers and ranges\n");
@@ -120,7 +123,7 @@ std::vector<std::string> read_registry(const std::string& path) {
 // libcupti of the CUDA toolkit in use: GMT_CUPTI_LIBRARY if set, else next to the nvcc on PATH, CUDA_HOME,
 // /usr/local/cuda. Empty when none is found: the library then asks the loader for libcupti.so.13.
 std::string find_cupti_library() {
-  if (const char* set = getenv("GMT_CUPTI_LIBRARY"); set && *set) return set;
+  if (const char* set = getenv(env::kCuptiLibrary); set && *set) return set;
   std::vector<std::string> roots;
   if (const char* path = getenv("PATH")) {
     std::string dirs = path;
@@ -236,21 +239,21 @@ int run(const RunOptions& options) {
   // The simulated runtime has no driver below it: only the runtime hooks can see its allocations.
   std::string backend = options.simulate ? schema::backend_names::kRuntime : options.backend;
   spec.environment = {{"LD_PRELOAD", preload},
-                      {"GMT_BACKEND", backend},
-                      {"GMT_OUTPUT", spec.output_pattern},
-                      {"GMT_REGISTRY", registry},
-                      {"GMT_NO_STACKS", options.no_stacks ? "1" : "0"},
-                      {"GMT_FREE_STACKS", options.free_stacks ? "1" : "0"},
-                      {"GMT_SIMULATED", options.simulate ? "1" : "0"},
-                      {"GMT_VERIFY", options.verify ? "1" : "0"}};
-  if (!options.unwind.empty()) spec.environment.emplace_back("GMT_UNWIND", options.unwind);
+                      {env::kBackend, backend},
+                      {env::kOutput, spec.output_pattern},
+                      {env::kRegistry, registry},
+                      {env::kNoStacks, options.no_stacks ? "1" : "0"},
+                      {env::kFreeStacks, options.free_stacks ? "1" : "0"},
+                      {env::kSimulated, options.simulate ? "1" : "0"},
+                      {env::kVerify, options.verify ? "1" : "0"}};
+  if (!options.unwind.empty()) spec.environment.emplace_back(env::kUnwind, options.unwind);
   if (backend != schema::backend_names::kRuntime) {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
     // Another tool's injection (Nsight, compute-sanitizer) is left in place; the hooks start CUPTI then.
     const char* injection = getenv("CUDA_INJECTION64_PATH");
     if (!injection || !*injection) spec.environment.emplace_back("CUDA_INJECTION64_PATH", layout.preload_library);
     std::string cupti = find_cupti_library();
-    if (!cupti.empty()) spec.environment.emplace_back("GMT_CUPTI_LIBRARY", cupti);
+    if (!cupti.empty()) spec.environment.emplace_back(env::kCuptiLibrary, cupti);
   }
   add_nvtx_environment(options, layout.preload_library, spec);
   add_python_environment(options, layout, spec);
@@ -259,7 +262,7 @@ int run(const RunOptions& options) {
     std::string library_path = layout.simulated_runtime_dir;
     if (old_path && *old_path) library_path += std::string(":") + old_path;
     spec.environment.emplace_back("LD_LIBRARY_PATH", library_path);
-    spec.environment.emplace_back("GMT_SIM_QUIET", "1");  // we say it ourselves, once
+    spec.environment.emplace_back(env::kSimQuiet, "1");  // we say it ourselves, once
     if (!options.quiet) {
       fmt::print(stderr,
                  "gpumemtrace: using the SIMULATED CUDA runtime (no GPU): allocations are simulated, kernels are "
@@ -358,8 +361,9 @@ CommandAction add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"fast", "libunwind", "check"}))
       ->option_text("MODE");
   run->add_flag("!--no-python-hooks", options->python_hooks,
-                "Do not start the in-process Python hooks (PyTorch/CuPy/JAX allocator statistics); PYTHONPATH is "
-                "then left as it is. Python frames in stacks are separate: GMT_NO_PYTHON_FRAMES=1");
+                std::string("Do not start the in-process Python hooks (PyTorch/CuPy/JAX allocator statistics); "
+                            "PYTHONPATH is then left as it is. Python frames in stacks are separate: ") +
+                    env::kNoPythonFrames + "=1");
   run->add_flag("!--no-torch-blocks", options->torch_blocks,
                 "Do not record PyTorch's tensors. By default every block PyTorch's caching allocator hands to a "
                 "tensor is recorded with its stack (Python frames included), through a trace tracker that a small "

@@ -1,4 +1,4 @@
-// The one list of CUPTI callback ids we enable (STYLE.md rules 2 and 8): cupti_subscriber.cpp enables and
+// The one list of CUPTI callback ids we enable (docs/design.md, "Backends": cupti): cupti_subscriber.cpp enables and
 // disables exactly these, in order and in reverse; cupti_callbacks.cpp translates each into events.
 //
 // Driver-API callbacks count the allocations: every path ends in the driver (static cudart, which nvcc
@@ -13,6 +13,7 @@
 
 #include <cstddef>
 
+#include "recorder/driver_catalog.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::cupti {
@@ -24,64 +25,15 @@ struct CallbackSite {
   schema::Api api;   // what the event is recorded as (a _ptsz twin records as the plain call)
 };
 
-#define GMT_DRIVER_SITE(fn, api) {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##fn, #fn, schema::Api::api}
+// The driver sites are the driver catalog's functions (recorder/driver_catalog.h), in its order.
+#define GMT_DRIVER_SITE(fn, api) {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##fn, #fn, schema::Api::api},
+#define GMT_DRIVER_SITE_CUPTI_ONLY(fn, api, parameters) \
+  {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##fn, #fn, schema::Api::api},
 #define GMT_RUNTIME_SITE(fn, api) \
   {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn, schema::Api::api}
 
-// Both of the driver's IPC-open entry points are Api::cuIpcOpenMemHandle_v2 (the schema spells it so because
-// cuda.h #defines cuIpcOpenMemHandle as cuIpcOpenMemHandle_v2); the CBID names are pasted, never expanded.
 inline constexpr CallbackSite kCallbackSites[] = {
-    // Allocations and frees.
-    GMT_DRIVER_SITE(cuMemAlloc_v2, cuMemAlloc),
-    GMT_DRIVER_SITE(cuMemAllocPitch_v2, cuMemAllocPitch),
-    GMT_DRIVER_SITE(cuMemAllocManaged, cuMemAllocManaged),
-    GMT_DRIVER_SITE(cuMemAllocHost_v2, cuMemAllocHost),
-    GMT_DRIVER_SITE(cuMemHostAlloc, cuMemHostAlloc),
-    // The driver has no cuMemHostAlloc_v2 symbol, but CUPTI has an id for it (FACTS.md lists 271): enabled
-    // too, with the same parameters, so pinned allocations are counted whichever id the driver raises.
-    GMT_DRIVER_SITE(cuMemHostAlloc_v2, cuMemHostAlloc),
-    GMT_DRIVER_SITE(cuMemFree_v2, cuMemFree),
-    GMT_DRIVER_SITE(cuMemFreeHost, cuMemFreeHost),
-    // Stream-ordered allocations and pools.
-    GMT_DRIVER_SITE(cuMemAllocAsync, cuMemAllocAsync),
-    GMT_DRIVER_SITE(cuMemAllocAsync_ptsz, cuMemAllocAsync),
-    GMT_DRIVER_SITE(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync),
-    GMT_DRIVER_SITE(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync),
-    GMT_DRIVER_SITE(cuMemFreeAsync, cuMemFreeAsync),
-    GMT_DRIVER_SITE(cuMemFreeAsync_ptsz, cuMemFreeAsync),
-    GMT_DRIVER_SITE(cuMemPoolCreate, cuMemPoolCreate),
-    GMT_DRIVER_SITE(cuMemPoolDestroy, cuMemPoolDestroy),
-    GMT_DRIVER_SITE(cuMemPoolTrimTo, cuMemPoolTrimTo),
-    // Virtual memory management (PyTorch's expandable segments).
-    GMT_DRIVER_SITE(cuMemCreate, cuMemCreate),
-    GMT_DRIVER_SITE(cuMemRelease, cuMemRelease),
-    GMT_DRIVER_SITE(cuMemMap, cuMemMap),
-    GMT_DRIVER_SITE(cuMemUnmap, cuMemUnmap),
-    GMT_DRIVER_SITE(cuMemAddressReserve, cuMemAddressReserve),
-    GMT_DRIVER_SITE(cuMemAddressFree, cuMemAddressFree),
-    // Memory imported from other processes (IPC handles, shareable VMM handles).
-    GMT_DRIVER_SITE(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2),
-    GMT_DRIVER_SITE(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2),
-    GMT_DRIVER_SITE(cuIpcCloseMemHandle, cuIpcCloseMemHandle),
-    GMT_DRIVER_SITE(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle),
-    // Stream capture: counted so that an allocation on a capturing stream is known as a graph node
-    // (recorder/capture_safety.h); no event of their own.
-    GMT_DRIVER_SITE(cuStreamBeginCapture, Unknown),
-    GMT_DRIVER_SITE(cuStreamBeginCapture_ptsz, Unknown),
-    GMT_DRIVER_SITE(cuStreamBeginCapture_v2, Unknown),
-    GMT_DRIVER_SITE(cuStreamBeginCapture_v2_ptsz, Unknown),
-    GMT_DRIVER_SITE(cuStreamBeginCaptureToGraph, Unknown),
-    GMT_DRIVER_SITE(cuStreamBeginCaptureToGraph_ptsz, Unknown),
-    GMT_DRIVER_SITE(cuStreamEndCapture, Unknown),
-    GMT_DRIVER_SITE(cuStreamEndCapture_ptsz, Unknown),
-    // CUDA graphs' memory nodes (recorder/graph_memory.h): allocated and freed at each launch.
-    GMT_DRIVER_SITE(cuGraphAddMemAllocNode, cudaMallocAsync),
-    GMT_DRIVER_SITE(cuGraphInstantiateWithFlags, Unknown),
-    GMT_DRIVER_SITE(cuGraphInstantiateWithParams, Unknown),
-    GMT_DRIVER_SITE(cuGraphInstantiateWithParams_ptsz, Unknown),
-    GMT_DRIVER_SITE(cuGraphLaunch, graphMemAlloc),
-    GMT_DRIVER_SITE(cuGraphLaunch_ptsz, graphMemAlloc),
-    GMT_DRIVER_SITE(cuGraphExecDestroy, Unknown),
+    GMT_DRIVER_CATALOG(GMT_DRIVER_SITE, GMT_DRIVER_SITE_CUPTI_ONLY)
 
     // Runtime calls: naming only.
     GMT_RUNTIME_SITE(cudaMalloc_v3020, cudaMalloc),
@@ -114,6 +66,7 @@ inline schema::Api api_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 }
 
 #undef GMT_DRIVER_SITE
+#undef GMT_DRIVER_SITE_CUPTI_ONLY
 #undef GMT_RUNTIME_SITE
 
 // The subscriber's callback (cuptiSubscribe). Runs on any app thread, concurrently; never throws, never

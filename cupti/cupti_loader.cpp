@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "cupti/cupti_callbacks.h"
+#include "schema/environment.h"
 
 namespace gmt::cupti {
 namespace {
@@ -36,7 +37,7 @@ void write_stderr(const std::string& line) {
 void* open_library(std::string& errors) {
   // RTLD_LAZY with RTLD_NOLOAD: only look; do not change how the app's copy was bound.
   if (void* handle = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD)) return handle;
-  const char* env = std::getenv("GMT_CUPTI_LIBRARY");
+  const char* env = std::getenv(schema::env::kCuptiLibrary);
   const char* candidates[] = {env && *env ? env : nullptr, "libcupti.so.13", "libcupti.so"};
   for (const char* candidate : candidates) {
     if (!candidate) continue;
@@ -69,8 +70,8 @@ CuptiTable* load_cupti(std::string& why) {
   std::string errors;
   void* library = open_library(errors);
   if (!library) {
-    why = "CUPTI cannot be used: libcupti could not be loaded (" + errors +
-          "); set GMT_CUPTI_LIBRARY to its full path";
+    why = "CUPTI cannot be used: libcupti could not be loaded (" + errors + "); set " + schema::env::kCuptiLibrary +
+          " to its full path";
     return nullptr;
   }
 

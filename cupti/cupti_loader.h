@@ -1,7 +1,7 @@
 // libcupti, loaded at run time: the preload library never links it (a process that never starts CUDA must
 // not pay for it, and `ldd libgpumemtrace.so` must not need a toolkit). Every CUPTI entry point we call is
-// resolved once into one table, and every call goes through GMT_CUPTI_CALL (STYLE.md rule 8), which turns a
-// failure into a sentence naming the call, file, line and CUPTI's own text, and never aborts.
+// resolved once into one table, and every call goes through GMT_CUPTI_CALL (docs/design.md, "Backends": cupti),
+// which turns a failure into a sentence naming the call, file, line and CUPTI's own text, and never aborts.
 #pragma once
 
 #include <cuda.h>

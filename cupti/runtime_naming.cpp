@@ -10,6 +10,7 @@
 
 #include "cupti/cupti_callbacks.h"
 #include "recorder/cache_hints.h"
+#include "schema/environment.h"
 
 namespace gmt::cupti {
 namespace {
@@ -63,9 +64,9 @@ void switch_phase(uint8_t from, uint8_t to) {
 void start_runtime_naming(const CuptiTable* table, CUpti_SubscriberHandle subscriber) {
   g_table = table;
   g_subscriber = subscriber;
-  const char* debug = std::getenv(kEnvDebugNaming);
+  const char* debug = std::getenv(schema::env::kDebugCuptiNaming);
   g_debug = debug && *debug == '1';
-  const char* forced = std::getenv(kEnvRuntimeCallbacks);
+  const char* forced = std::getenv(schema::env::kCuptiRuntimeCallbacks);
   g_phase.store(forced && *forced == '1' ? kForced : kOn, std::memory_order_release);
 }
 

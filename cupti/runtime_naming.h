@@ -23,9 +23,6 @@
 
 namespace gmt::cupti {
 
-inline constexpr const char* kEnvRuntimeCallbacks = "GMT_CUPTI_RUNTIME_CALLBACKS";  // "1": never switch them off
-inline constexpr const char* kEnvDebugNaming = "GMT_DEBUG_CUPTI_NAMING";  // "1": a stderr line at each switch
-
 // Called by start() once every site of kCallbackSites is enabled (the runtime ones included).
 void start_runtime_naming(const CuptiTable* table, CUpti_SubscriberHandle subscriber);
 

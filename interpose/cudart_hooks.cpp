@@ -1,6 +1,6 @@
 // The preloaded CUDA runtime hooks. Each hook: take the guard, call the real function, hand one event to the
 // recorder. Allocations are recorded after they succeed, frees before the real free runs (the address can be
-// reused by another thread the moment it returns: STYLE.md rule 5).
+// reused by another thread the moment it returns: docs/design.md, "Inside the process").
 //
 // When a driver-level backend counts (CUPTI or the driver hooks, recorder/backend.h), the allocation and free
 // hooks record nothing themselves: they only name the runtime call in progress, so the driver-level event for
@@ -47,7 +47,7 @@ GMT_HOT EventRecord make_event(EventKind kind, Api api, MemoryKind memory_kind, 
   e.kind = kind;
   e.api = api;
   e.memory_kind = memory_kind;
-  e.stream = reinterpret_cast<uint64_t>(stream);
+  e.call.stream = reinterpret_cast<uint64_t>(stream);
   return e;
 }
 
@@ -62,11 +62,11 @@ GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t resu
                                cudaStream_t stream = nullptr) {
   EventRecord e = make_event(result == cudaSuccess ? EventKind::Alloc : EventKind::AllocFailed, api, memory_kind,
                              stream);
-  e.size = size;
-  e.error = static_cast<int32_t>(result);
+  e.call.size = size;
+  e.call.error = static_cast<int32_t>(result);
   e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
   if (result == cudaSuccess) {
-    e.address = reinterpret_cast<uint64_t>(address);
+    e.call.address = reinterpret_cast<uint64_t>(address);
   } else if (result == cudaErrorMemoryAllocation && memory_kind != MemoryKind::HostPinned) {
     // OOM forensics: what the device said was free when the request failed. Only on out-of-memory: after
     // other errors the context may be unusable, and a second failing call would replace the app's last error.
@@ -74,9 +74,9 @@ GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t resu
     gmt::recorder::RelaxedCaptureScope relaxed;  // not stream-ordered (capture_safety.h)
     auto mem_get_info = GMT_REAL(cudaMemGetInfo);
     if (mem_get_info && mem_get_info(&free_bytes, &total_bytes) == cudaSuccess) {
-      e.has_memory_info = true;
-      e.device_free = free_bytes;
-      e.device_total = total_bytes;
+      e.call.has_memory_info = true;
+      e.call.device_free = free_bytes;
+      e.call.device_total = total_bytes;
     }
   }
   gmt::recorder::record(e, /*take_stack=*/true);
@@ -84,7 +84,7 @@ GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t resu
 
 GMT_HOT void record_free(Api api, MemoryKind memory_kind, const void* address, cudaStream_t stream = nullptr) {
   EventRecord e = make_event(EventKind::Free, api, memory_kind, stream);
-  e.address = reinterpret_cast<uint64_t>(address);
+  e.call.address = reinterpret_cast<uint64_t>(address);
   e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
   gmt::recorder::record(e, gmt::recorder::settings().take_free_stacks);
 }
@@ -101,17 +101,17 @@ void record_stream_event(EventKind kind, Api api, cudaStream_t stream, cudaError
 // current device. Rare calls: the two queries are affordable.
 void record_ipc_open(const void* address) {
   EventRecord e = make_event(EventKind::Alloc, Api::cudaIpcOpenMemHandle, MemoryKind::IpcImported, nullptr);
-  e.address = reinterpret_cast<uint64_t>(address);
-  gmt::recorder::ImportedRange range = gmt::recorder::describe_imported(e.address);
-  e.size = range.size;
+  e.call.address = reinterpret_cast<uint64_t>(address);
+  gmt::recorder::ImportedRange range = gmt::recorder::describe_imported(e.call.address);
+  e.call.size = range.size;
   e.device = range.device >= 0 ? range.device : current_device();
   gmt::recorder::record(e, /*take_stack=*/true);
 }
 
 void record_ipc_close(const void* address) {
   EventRecord e = make_event(EventKind::Free, Api::cudaIpcCloseMemHandle, MemoryKind::IpcImported, nullptr);
-  e.address = reinterpret_cast<uint64_t>(address);
-  gmt::recorder::ImportedRange range = gmt::recorder::describe_imported(e.address);  // before the close runs
+  e.call.address = reinterpret_cast<uint64_t>(address);
+  gmt::recorder::ImportedRange range = gmt::recorder::describe_imported(e.call.address);  // before the close runs
   e.device = range.device >= 0 ? range.device : current_device();
   gmt::recorder::record(e, gmt::recorder::settings().take_free_stacks);
 }

@@ -1,5 +1,5 @@
 // Our dlclose: the app (or a library) unloading code means that other code can later be mapped at the same
-// addresses, and the stack walker's rules by code address (recorder/fast_unwind.h) would then describe the
+// addresses, and the stack walker's rules by code address (unwind/fast_unwind.h) would then describe the
 // wrong function. So after every dlclose the walker forgets its rules and reads them again from .eh_frame as
 // stacks need them. dlclose is rare (Python never unloads extension modules), and what it costs the walker is
 // a few reads of unwind information for the next stacks.
@@ -8,7 +8,7 @@
 #include <atomic>
 
 #include "interpose/driver_hook_table.h"
-#include "recorder/fast_unwind.h"
+#include "unwind/fast_unwind.h"
 
 namespace {
 
@@ -30,6 +30,6 @@ extern "C" int dlclose(void* handle) {
   DlcloseFn real = real_dlclose();
   if (!real) return -1;  // never seen: glibc always has one
   int result = real(handle);
-  gmt::recorder::forget_unwind_rules();  // after the unmap: rules read from now on are of what is mapped now
+  gmt::unwind::forget_unwind_rules();  // after the unmap: rules read from now on are of what is mapped now
   return result;
 }

@@ -1,8 +1,9 @@
-// The table of wrapped CUDA driver entry points (the "hooks" backend, recorder/backend.h), one list
-// (STYLE.md rule 2). Each entry is the exact name libcuda exports: cuda.h #defines many plain names to
-// versioned ones (cuMemAlloc -> cuMemAlloc_v2), and cudart asks cuGetProcAddress for plain names, so the table
-// holds what the driver really exports and the wrappers are matched to the driver's answers by address
-// (driver_table.cpp), never by guessing versions.
+// The table of wrapped CUDA driver entry points (the "hooks" backend, recorder/backend.h): the functions of the
+// driver catalog (recorder/driver_catalog.h) and the few more the hooks need, in one list (docs/design.md, "Inside
+// the process": hooks are thin, their list is one table). Each entry is the exact name libcuda exports: cuda.h
+// #defines many plain names to versioned ones (cuMemAlloc -> cuMemAlloc_v2), and cudart asks cuGetProcAddress for
+// plain names, so the table holds what the driver really exports and the wrappers are matched to the driver's
+// answers by address (driver_table.cpp), never by guessing versions.
 //
 // How the app reaches a wrapper:
 //   - by the exported symbol (an app linked with -lcuda; the library is preloaded, so it is found first);
@@ -14,53 +15,20 @@
 
 #include <cstdint>
 
-#define GMT_DRIVER_HOOKS(X)          \
-  X(cuInit)                          \
-  X(cuGetProcAddress)                \
-  X(cuGetProcAddress_v2)             \
-  X(cuMemAlloc_v2)                   \
-  X(cuMemAllocPitch_v2)              \
-  X(cuMemAllocManaged)               \
-  X(cuMemAllocHost_v2)               \
-  X(cuMemHostAlloc)                  \
-  X(cuMemFree_v2)                    \
-  X(cuMemFreeHost)                   \
-  X(cuMemAllocAsync)                 \
-  X(cuMemAllocAsync_ptsz)            \
-  X(cuMemAllocFromPoolAsync)         \
-  X(cuMemAllocFromPoolAsync_ptsz)    \
-  X(cuMemFreeAsync)                  \
-  X(cuMemFreeAsync_ptsz)             \
-  X(cuMemPoolCreate)                 \
-  X(cuMemPoolDestroy)                \
-  X(cuMemPoolTrimTo)                 \
-  X(cuMemCreate)                     \
-  X(cuMemRelease)                    \
-  X(cuMemMap)                        \
-  X(cuMemUnmap)                      \
-  X(cuMemAddressReserve)             \
-  X(cuMemAddressFree)                \
-  X(cuIpcOpenMemHandle)              \
-  X(cuIpcOpenMemHandle_v2)           \
-  X(cuIpcCloseMemHandle)             \
-  X(cuMemImportFromShareableHandle)  \
-  X(cuCtxDestroy_v2)                 \
-  X(cuDevicePrimaryCtxRelease_v2)    \
-  X(cuDevicePrimaryCtxReset_v2)      \
-  X(cuGreenCtxDestroy)               \
-  X(cuStreamBeginCapture_v2)          \
-  X(cuStreamBeginCapture_v2_ptsz)     \
-  X(cuStreamBeginCaptureToGraph)      \
-  X(cuStreamBeginCaptureToGraph_ptsz) \
-  X(cuStreamEndCapture)               \
-  X(cuStreamEndCapture_ptsz)          \
-  X(cuGraphAddMemAllocNode)           \
-  X(cuGraphInstantiateWithFlags)      \
-  X(cuGraphInstantiateWithParams)     \
-  X(cuGraphInstantiateWithParams_ptsz) \
-  X(cuGraphLaunch)                    \
-  X(cuGraphLaunch_ptsz)               \
-  X(cuGraphExecDestroy)
+#include "recorder/driver_catalog.h"
+
+// Every wrapped function: the driver catalog's exported functions (recorder/driver_catalog.h), whose calls are
+// recorded, between the entry points and the context destructions, which are not. X(name, ...): the catalog's
+// entries carry more than the name.
+#define GMT_DRIVER_HOOKS(X)                              \
+  X(cuInit)                                              \
+  X(cuGetProcAddress)                                    \
+  X(cuGetProcAddress_v2)                                 \
+  GMT_DRIVER_CATALOG(X, GMT_DRIVER_CATALOG_SKIP)         \
+  X(cuCtxDestroy_v2)                                     \
+  X(cuDevicePrimaryCtxRelease_v2)                        \
+  X(cuDevicePrimaryCtxReset_v2)                          \
+  X(cuGreenCtxDestroy)
 
 // Driver functions the wrappers call but do not wrap: the device, context and free memory of an event.
 #define GMT_DRIVER_CALLS(X) \
@@ -72,13 +40,13 @@ namespace gmt::interpose {
 
 // Wrapped functions first (0 .. kDriverHookCount-1), then the called-only ones.
 enum class DriverFn : int {
-#define GMT_DRIVER_ENUM(name) name,
+#define GMT_DRIVER_ENUM(name, ...) name,
   GMT_DRIVER_HOOKS(GMT_DRIVER_ENUM) GMT_DRIVER_CALLS(GMT_DRIVER_ENUM)
 #undef GMT_DRIVER_ENUM
   Count
 };
 
-#define GMT_DRIVER_COUNT(name) +1
+#define GMT_DRIVER_COUNT(name, ...) +1
 inline constexpr int kDriverHookCount = 0 GMT_DRIVER_HOOKS(GMT_DRIVER_COUNT);
 #undef GMT_DRIVER_COUNT
 

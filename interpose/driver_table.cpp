@@ -13,12 +13,13 @@
 
 #include "interpose/driver_hook_table.h"
 #include "recorder/cache_hints.h"
+#include "schema/environment.h"
 
 namespace gmt::interpose {
 namespace {
 
 constexpr const char* kNames[] = {
-#define GMT_DRIVER_NAME(name) #name,
+#define GMT_DRIVER_NAME(name, ...) #name,
     GMT_DRIVER_HOOKS(GMT_DRIVER_NAME) GMT_DRIVER_CALLS(GMT_DRIVER_NAME)
 #undef GMT_DRIVER_NAME
 };
@@ -140,7 +141,7 @@ bool is_in_libcuda(const void* address) {
 bool driver_debug_enabled() {
   int enabled = g_debug.load(std::memory_order_relaxed);
   if (enabled < 0) {
-    const char* value = std::getenv("GMT_DEBUG_DRIVER_HOOKS");  // getenv neither allocates nor locks
+    const char* value = std::getenv(schema::env::kDebugDriverHooks);  // getenv neither allocates nor locks
     enabled = value && *value && std::strcmp(value, "0") != 0 ? 1 : 0;
     g_debug.store(enabled, std::memory_order_relaxed);
   }

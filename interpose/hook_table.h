@@ -1,4 +1,5 @@
-// The table of hooked CUDA runtime functions (STYLE.md rule 2: one list). Each entry is
+// The table of hooked CUDA runtime functions (docs/design.md, "Inside the process": hooks are thin, listed in
+// one table). Each entry is
 //   X(name, optional)
 // `optional` entries may be absent from older runtimes; a missing required one is reported once.
 // The hook bodies live in cudart_hooks.cpp; resolution of the real functions in real_functions.cpp.

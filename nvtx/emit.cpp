@@ -45,6 +45,7 @@
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 #include "recorder/trace_writer.h"
+#include "schema/environment.h"
 
 extern "C" int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);  // nvtx/injection.cpp
 extern "C" int InitializeInjectionNvtxExtension(void* module_info);                 // nvtx/injection.cpp
@@ -75,13 +76,13 @@ std::string human_bytes(uint64_t bytes) {
 }
 
 // The error an allocation returned, by the layer that saw it: cudaError_t for the runtime hooks, CUresult for
-// the driver-level backends (both 2 for out of memory).
+// the driver-level backends (the same code for out of memory).
 std::string error_text(const recorder::EventRecord& e) {
   std::string name = "error";
-  if (e.error == 2) {
+  if (e.call.error == recorder::kOutOfMemoryError) {
     name = e.source == schema::Source::RuntimeHook ? "cudaErrorMemoryAllocation" : "CUDA_ERROR_OUT_OF_MEMORY";
   }
-  return name + " (" + std::to_string(e.error) + ")";
+  return name + " (" + std::to_string(e.call.error) + ")";
 }
 
 class Emitter final : public recorder::WriterObserver {
@@ -108,22 +109,22 @@ class Emitter final : public recorder::WriterObserver {
   void on_event(const recorder::EventRecord& e) override {
     switch (e.kind) {
       case EventKind::AllocFailed:
-        mark("allocation failed: " + std::to_string(e.size) + " B, " + error_text(e), e.size);
+        mark("allocation failed: " + std::to_string(e.call.size) + " B, " + error_text(e), e.call.size);
         break;
       case EventKind::Alloc:
         if (e.memory_kind == MemoryKind::Device || e.memory_kind == MemoryKind::Managed ||
             e.memory_kind == MemoryKind::HostPinned) {
-          add(live_[e.address], e.size, e.device);
+          add(live_[e.call.address], e.call.size, e.device);
         }
         break;
       case EventKind::Free:
-        remove(live_, e.address);
+        remove(live_, e.call.address);
         break;
       case EventKind::VmmCreate:
-        add(physical_[e.handle], e.size, e.device);
+        add(physical_[e.call.handle], e.call.size, e.device);
         break;
       case EventKind::VmmRelease:
-        remove(physical_, e.handle);
+        remove(physical_, e.call.handle);
         break;
       default:
         break;
@@ -298,10 +299,10 @@ __attribute__((constructor)) void enable_from_environment() {
   static bool done = false;  // the loader may run constructors again (see is_this_library in injection.cpp)
   if (done) return;
   done = true;
-  const char* emit = getenv(kEnvEmit);
+  const char* emit = getenv(schema::env::kNvtxEmit);
   if (!emit || *emit != '1') return;
   uint64_t step = kDefaultPeakStep;
-  if (const char* v = getenv(kEnvPeakStep); v && *v) step = std::strtoull(v, nullptr, 10);
+  if (const char* v = getenv(schema::env::kNvtxPeakStep); v && *v) step = std::strtoull(v, nullptr, 10);
   g_emitter = new Emitter(step);
   InitializeInjectionNvtx2_fnptr = &InitializeInjectionNvtx2;  // our copy's static injection: ourselves
   // Its extensions (the counters) likewise: our extension entry hands each module to the chained tool.

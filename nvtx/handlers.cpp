@@ -124,17 +124,23 @@ nvtxDomainHandle_t forwarded(nvtxDomainHandle_t domain, const DomainInfo& d) { r
 
 // ---- Events ----
 
-void record(EventKind kind, uint64_t time_ns, uint64_t address, uint64_t size, uint32_t name_id, uint32_t domain_id,
-            int32_t depth) {
+// A range begun (RangeBegin) or ended (RangeEnd): recorder/event.h, RangePayload.
+void record_range(EventKind kind, uint64_t time_ns, uint64_t row_id, uint64_t app_range_id, uint32_t name_id,
+                  uint32_t domain_id, int32_t depth) {
   recorder::EventRecord e;
   e.time_ns = time_ns;
   e.thread_id = recorder::current_thread_id();
   e.kind = kind;
-  e.address = address;
-  e.size = size;
-  e.handle = name_id;
-  e.context = domain_id;
-  e.error = depth;
+  e.range = recorder::RangePayload{row_id, app_range_id, name_id, domain_id, depth};
+  recorder::record(e, /*take_stack=*/false);
+}
+
+void record_mark(uint32_t name_id, uint32_t domain_id) {
+  recorder::EventRecord e;
+  e.time_ns = recorder::now_ns();
+  e.thread_id = recorder::current_thread_id();
+  e.kind = EventKind::Mark;
+  e.mark = recorder::MarkPayload{name_id, domain_id};
   recorder::record(e, /*take_stack=*/false);
 }
 
@@ -158,7 +164,7 @@ int open_push(const void* domain, uint32_t domain_id, uint32_t name_id, uint64_t
       std::count_if(open.begin(), open.end(), [&](const OpenRange& r) { return r.domain == domain; }));
   uint64_t id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
   open.push_back(OpenRange{domain, id});
-  record(EventKind::RangeBegin, time_ns, id, 0, name_id, domain_id, depth);
+  record_range(EventKind::RangeBegin, time_ns, id, 0, name_id, domain_id, depth);
   return depth;
 }
 
@@ -172,7 +178,7 @@ int close_push(const void* domain, uint64_t time_ns) {
     int depth = static_cast<int>(std::count_if(open.begin(), open.begin() + static_cast<ptrdiff_t>(i),
                                                [&](const OpenRange& r) { return r.domain == domain; }));
     open.erase(open.begin() + static_cast<ptrdiff_t>(i));
-    record(EventKind::RangeEnd, time_ns, id, 0, 0, 0, 0);
+    record_range(EventKind::RangeEnd, time_ns, id, 0, 0, 0, 0);
     if (depth == 0) recorder::note_top_level_range_end();  // a step ended: the allocator sampler may look
     return depth;
   }
@@ -184,14 +190,14 @@ int close_push(const void* domain, uint64_t time_ns) {
 nvtxRangeId_t open_start(uint32_t domain_id, uint32_t name_id, uint64_t time_ns, bool chained_key, nvtxRangeId_t key) {
   uint64_t id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
   if (!chained_key) key = id;
-  record(EventKind::RangeBegin, time_ns, id, key, name_id, domain_id, -1);
+  record_range(EventKind::RangeBegin, time_ns, id, key, name_id, domain_id, -1);
   return key;
 }
 
-void close_start(nvtxRangeId_t key) { record(EventKind::RangeEnd, recorder::now_ns(), 0, key, 0, 0, 0); }
+void close_start(nvtxRangeId_t key) { record_range(EventKind::RangeEnd, recorder::now_ns(), 0, key, 0, 0, 0); }
 
 void mark(uint32_t domain_id, uint32_t name_id) {
-  record(EventKind::Mark, recorder::now_ns(), 0, 0, name_id, domain_id, 0);
+  record_mark(name_id, domain_id);
 }
 
 // ---- NVTX_CB_MODULE_CORE: the default domain ----

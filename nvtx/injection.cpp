@@ -20,6 +20,7 @@
 #include "nvtx/chain.h"
 #include "nvtx/nvtx_settings.h"
 #include "recorder/guard.h"
+#include "schema/environment.h"
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t);
 
@@ -132,7 +133,7 @@ bool is_this_library(const char* path) {
 // NVTX_INJECTION64_PATH itself when it names another tool (`run --no-nvtx-capture` under Nsight: the app's
 // copies load that tool directly, and our own copy, which emits, attaches to us and chains to it).
 const char* chain_path() {
-  const char* chain = getenv(kEnvChain);
+  const char* chain = getenv(schema::env::kNvtxChain);
   if (chain && *chain) return is_this_library(chain) ? nullptr : chain;
   const char* injection = getenv("NVTX_INJECTION64_PATH");
   if (injection && *injection && !is_this_library(injection)) return injection;

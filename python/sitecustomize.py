@@ -35,9 +35,10 @@ def _chain_to_the_next_sitecustomize():
 
 
 def _start_gpumemtrace():
-    if os.environ.get("GMT_PYTHON_HOOKS", "0") != "1":
-        return
     try:
+        from gpumemtrace_inprocess.environment import PYTHON_HOOKS  # the names of schema/environment.h
+        if os.environ.get(PYTHON_HOOKS, "0") != "1":
+            return
         import gpumemtrace_inprocess
         gpumemtrace_inprocess.start()
     except Exception as error:  # never let the profiler stop the app

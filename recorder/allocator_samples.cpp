@@ -46,20 +46,19 @@ extern "C" __attribute__((visibility("default"))) int gmt_record_allocator_sampl
   }
   HookScope scope;
   if (!scope.active()) return 1;
-  int32_t present = (inactive_split >= 0 ? kHasInactiveSplit : 0) | (retries >= 0 ? kHasRetries : 0) |
-                    (ooms >= 0 ? kHasOoms : 0) | (request >= 0 ? kHasRequest : 0);
   EventRecord e;
   e.time_ns = now_ns();
   e.thread_id = current_thread_id();
   e.kind = gmt::schema::EventKind::AllocatorSample;
   e.device = static_cast<int16_t>(device);
-  e.address = in_use;
-  e.size = reserved;
-  e.handle = static_cast<uint64_t>(inactive_split);
-  e.stream = static_cast<uint64_t>(retries);
-  e.context = static_cast<uint64_t>(ooms);
-  e.device_free = static_cast<uint64_t>(request);
-  e.error = allocator | (trigger << 8) | (present << 16);
+  e.allocator_sample = AllocatorSamplePayload{.in_use_bytes = in_use,
+                                              .reserved_bytes = reserved,
+                                              .inactive_split_bytes = inactive_split,  // negative: no such figure
+                                              .alloc_retries = retries,
+                                              .ooms = ooms,
+                                              .request_bytes = request,
+                                              .allocator = static_cast<gmt::schema::FrameworkAllocator>(allocator),
+                                              .trigger = static_cast<gmt::schema::SampleTrigger>(trigger)};
   record(e, /*take_stack=*/false);
   return 0;
 }

@@ -1,24 +1,14 @@
 // A framework allocator's own statistics (PyTorch's caching allocator, CuPy's pool, JAX/XLA), handed in from
 // Python by the in-process package (python/gpumemtrace_inprocess/allocator_stats.py) through two exported C
 // functions, and the count of NVTX ranges at nesting depth 0 that ended, which lets that sampler take a sample
-// at the end of each step. The sample travels as one EventRecord through the recorder's buffers; the writer
-// thread turns it into an allocator_stats row (schema v6). Nothing here touches SQLite or takes a lock beyond
-// the recorder's own.
-//
-// An AllocatorSample EventRecord carries (recorder-internal; the table is the contract):
-//   address = in_use_bytes, size = reserved_bytes, handle = inactive_split_bytes, stream = alloc_retries,
-//   context = ooms, device_free = request_bytes, error = allocator | trigger << 8 | present << 16, where
-//   `present` has one bit per nullable column (kHas* below): a column whose bit is clear is stored as NULL.
+// at the end of each step. The sample travels as one EventRecord (AllocatorSamplePayload, recorder/event.h) through
+// the recorder's buffers; the writer thread turns it into an allocator_stats row (schema v6). Nothing here touches
+// SQLite or takes a lock beyond the recorder's own.
 #pragma once
 
 #include <cstdint>
 
 namespace gmt::recorder {
-
-inline constexpr int32_t kHasInactiveSplit = 1;
-inline constexpr int32_t kHasRetries = 2;
-inline constexpr int32_t kHasOoms = 4;
-inline constexpr int32_t kHasRequest = 8;
 
 // Called by the NVTX handlers when a push/pop range at nesting depth 0 ends: one atomic increment, and a
 // futex wake only while the sampler waits for it.

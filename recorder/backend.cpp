@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "recorder/cache_hints.h"
-#include "recorder/settings.h"
+#include "schema/environment.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::recorder {
@@ -48,7 +48,7 @@ thread_local schema::Api t_runtime_api __attribute__((tls_model("initial-exec"))
 }  // namespace
 
 BackendRequest requested_backend() {
-  const char* value = getenv("GMT_BACKEND");
+  const char* value = getenv(schema::env::kBackend);
   if (!value || !*value || std::strcmp(value, "auto") == 0) return BackendRequest::Auto;
   if (std::strcmp(value, "cupti") == 0) return BackendRequest::Cupti;
   if (std::strcmp(value, "hooks") == 0) return BackendRequest::Hooks;
@@ -57,7 +57,7 @@ BackendRequest requested_backend() {
 }
 
 bool verify_requested() {
-  const char* value = getenv(kEnvVerify);
+  const char* value = getenv(schema::env::kVerify);
   return value && std::strcmp(value, "1") == 0;
 }
 

@@ -21,9 +21,9 @@ GMT_HOT EventRecord make_driver_event(const DriverCall& call, schema::EventKind 
   e.source = call.source;
   e.memory_kind = memory_kind;
   e.device = memory_kind == schema::MemoryKind::HostPinned ? -1 : call.device;
-  e.context = call.context;
-  e.stream = call.stream;
-  e.error = call.result;
+  e.call.context = call.context;
+  e.call.stream = call.stream;
+  e.call.error = call.result;
   return e;
 }
 
@@ -31,18 +31,18 @@ namespace {
 
 bool is_runtime_api(schema::Api api) {
   auto code = static_cast<int>(api);
-  return (code >= static_cast<int>(schema::Api::cudaMalloc) && code <= static_cast<int>(schema::Api::cudaDeviceSynchronize)) ||
-         (code >= static_cast<int>(schema::Api::cudaMemPoolCreate) && code <= static_cast<int>(schema::Api::cudaMemPoolTrimTo));
+  return (code >= static_cast<int>(schema::Api::cudaMalloc) &&
+          code <= static_cast<int>(schema::Api::cudaDeviceSynchronize)) ||
+         (code >= static_cast<int>(schema::Api::cudaMemPoolCreate) &&
+          code <= static_cast<int>(schema::Api::cudaMemPoolTrimTo));
 }
-
-constexpr int32_t kDriverOutOfMemory = 2;
 
 // Stream-ordered calls change a pool: sample it (pool_sampler.h). `api` may be the runtime or driver name.
 bool is_stream_ordered(schema::Api api) {
   using schema::Api;
   return api == Api::cudaMallocAsync || api == Api::cudaMallocFromPoolAsync || api == Api::cudaFreeAsync ||
          api == Api::cuMemAllocAsync || api == Api::cuMemAllocFromPoolAsync || api == Api::cuMemFreeAsync;
-}  // CUDA_ERROR_OUT_OF_MEMORY (and cudaErrorMemoryAllocation)
+}
 
 }  // namespace
 
@@ -58,14 +58,14 @@ GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind
   // Inside a runtime call, the runtime may probe the driver and recover from a failure the app never sees
   // (seen on the H200: one failing driver allocation per run of the stream-ordered pool sample, while every
   // runtime call succeeded). Out-of-memory is always kept: it is what OOM forensics is for.
-  if (call.result != 0 && call.result != kDriverOutOfMemory && is_runtime_api(e.api)) return;
-  e.size = size;
-  e.handle = pool;
-  if (call.result == 0) e.address = address;
+  if (call.result != 0 && call.result != kOutOfMemoryError && is_runtime_api(e.api)) return;
+  e.call.size = size;
+  e.call.handle = pool;
+  if (call.result == 0) e.call.address = address;
   if (call.result != 0 && memory) {
-    e.has_memory_info = true;
-    e.device_free = memory->free_bytes;
-    e.device_total = memory->total_bytes;
+    e.call.has_memory_info = true;
+    e.call.device_free = memory->free_bytes;
+    e.call.device_total = memory->total_bytes;
   }
   record(e, /*take_stack=*/true);
   // A cross-check's event (run --verify) is matched, never counted: the counting backend samples the pool.
@@ -83,8 +83,8 @@ GMT_HOT void record_driver_free(const DriverCall& call, schema::MemoryKind kind,
   }
   note_free_outside_graph(address);
   EventRecord e = make_driver_event(call, schema::EventKind::Free, kind);
-  e.address = address;
-  e.error = 0;
+  e.call.address = address;
+  e.call.error = 0;
   record(e, settings().take_free_stacks);
   // The free is recorded before it runs; the pool's usage drops only afterwards. The next stream-ordered
   // call's sample (or the final trim) shows it: sampling here would show the state before the free.
@@ -97,9 +97,9 @@ void record_driver_event(const DriverCall& call, schema::EventKind kind, uint64_
                                    : kind == schema::EventKind::VmmImport ? schema::MemoryKind::IpcImported
                                                                           : schema::MemoryKind::None;
   EventRecord e = make_driver_event(call, kind, memory_kind);
-  e.address = address;
-  e.size = size;
-  e.handle = handle;
+  e.call.address = address;
+  e.call.size = size;
+  e.call.handle = handle;
   record(e, take_stack);
   if ((kind == schema::EventKind::PoolTrim || kind == schema::EventKind::PoolCreate) &&
       !is_cross_check_source(call.source)) {
@@ -113,8 +113,8 @@ void record_ipc_open(const DriverCall& call, uint64_t address) {
   DriverCall on_device = call;
   if (range.device >= 0) on_device.device = range.device;
   EventRecord e = make_driver_event(on_device, schema::EventKind::Alloc, schema::MemoryKind::IpcImported);
-  e.address = address;
-  e.size = range.size;
+  e.call.address = address;
+  e.call.size = range.call.size;
   record(e, /*take_stack=*/true);
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "recorder/recorder.h"
+#include "schema/environment.h"
 
 namespace gmt::recorder {
 namespace {
@@ -70,7 +71,7 @@ bool is_python_interpreter() { return dlsym(RTLD_DEFAULT, "Py_GetVersion") != nu
 }  // namespace
 
 void install_fatal_signal_handlers() {
-  if (const char* v = getenv(kEnvSignalFlush); v && std::strcmp(v, "0") == 0) return;
+  if (const char* v = getenv(schema::env::kSignalFlush); v && std::strcmp(v, "0") == 0) return;
   for (int sig : kCrashSignals) install(sig, /*only_over_default=*/false);
   if (is_python_interpreter()) return;
   for (int sig : kTerminationSignals) install(sig, /*only_over_default=*/true);

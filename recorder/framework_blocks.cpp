@@ -24,8 +24,6 @@ std::atomic<bool> g_blocks_paused{false};
 using schema::Api;
 using schema::EventKind;
 
-constexpr int32_t kCudaErrorMemoryAllocation = 2;
-
 GMT_HOT EventRecord block_event(EventKind kind, Api api, int device, uint64_t address, uint64_t size,
                                 uint64_t stream) {
   EventRecord e;
@@ -36,9 +34,9 @@ GMT_HOT EventRecord block_event(EventKind kind, Api api, int device, uint64_t ad
   e.source = schema::Source::TorchAllocator;
   e.memory_kind = schema::MemoryKind::TensorBlock;
   e.device = static_cast<int16_t>(device);
-  e.address = address;
-  e.size = size;
-  e.stream = stream;
+  e.call.address = address;
+  e.call.size = size;
+  e.call.stream = stream;
   return e;
 }
 
@@ -81,7 +79,7 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
       // The request that failed, at the line that asked. `address` is what the device said was free; the
       // CUDA-level failure (if the allocator got as far as cudaMalloc) has the device's figures.
       EventRecord e = block_event(EventKind::AllocFailed, Api::torchBlockAlloc, device, 0, size, stream);
-      e.error = kCudaErrorMemoryAllocation;
+      e.call.error = kOutOfMemoryError;
       return record(e, /*take_stack=*/true);
     }
     default:

@@ -117,8 +117,8 @@ void record_launch_free(const DriverCall& call, uint64_t address, int16_t device
   if (device >= 0) on_device.device = device;
   EventRecord e = make_driver_event(on_device, EventKind::Free, MemoryKind::Device);
   e.api = Api::graphMemFree;
-  e.address = address;
-  e.error = 0;
+  e.call.address = address;
+  e.call.error = 0;
   record(e, /*take_stack=*/false);
   if (g_live->erase(address)) g_live_count.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -139,10 +139,8 @@ void sample_graph_pool(const GraphQueries& q, int16_t device, uint64_t now) {
   e.time_ns = now;
   e.thread_id = current_thread_id();
   e.kind = EventKind::PoolUsage;
-  e.address = schema::kGraphMemoryPool;
   e.device = device;
-  e.size = reserved;
-  e.handle = used;
+  e.pool_usage = PoolUsagePayload{schema::kGraphMemoryPool, reserved, used};
   record(e, /*take_stack=*/false);
 }
 
@@ -150,8 +148,8 @@ void sample_graph_pool(const GraphQueries& q, int16_t device, uint64_t now) {
 
 void record_graph_alloc_node(const DriverCall& call, uint64_t address, uint64_t size) {
   EventRecord e = make_driver_event(call, EventKind::GraphAllocNode, MemoryKind::Device);
-  e.address = address;
-  e.size = size;
+  e.call.address = address;
+  e.call.size = size;
   record(e, /*take_stack=*/true);
   auto lock = lock_graphs();
   (*g_node_stacks)[address] = e.stack_id;
@@ -193,9 +191,9 @@ void record_graph_launch(const DriverCall& call, uint64_t exec) {
     if (node.device >= 0) on_device.device = node.device;
     EventRecord e = make_driver_event(on_device, EventKind::Alloc, MemoryKind::Device);
     e.api = Api::graphMemAlloc;
-    e.address = node.address;
-    e.size = node.size;
-    e.error = 0;
+    e.call.address = node.address;
+    e.call.size = node.size;
+    e.call.error = 0;
     e.stack_id = node.stack_id;
     record(e, /*take_stack=*/node.stack_id == 0);
     now = e.time_ns;

@@ -1,6 +1,6 @@
-// The one recursion guard of the preload library (STYLE.md rule 3). Every hook takes it first; while a
-// thread holds it, nested CUDA calls (ours, or the runtime calling its own exported API) are passed through
-// unrecorded. Initial-exec TLS: no allocation, no lock, safe in any thread at any time.
+// The one recursion guard of the preload library (docs/design.md, "Inside the process": hooks are thin). Every
+// hook takes it first; while a thread holds it, nested CUDA calls (ours, or the runtime calling its own exported
+// API) are passed through unrecorded. Initial-exec TLS: no allocation, no lock, safe in any thread at any time.
 #pragma once
 
 #include <atomic>

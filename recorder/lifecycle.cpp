@@ -1,4 +1,5 @@
-// Process lifecycle of the preload library, in one place (STYLE.md rule 7): load, fork, exit, fatal signals.
+// Process lifecycle of the preload library, in one place (docs/design.md, "Inside the process", Lifecycle): load,
+// fork, exit, fatal signals.
 #include <pthread.h>
 
 #include <cstdlib>

@@ -61,10 +61,8 @@ GMT_HOT void sample_pool(uint64_t pool, int16_t device, bool force, uint64_t now
   e.time_ns = now;
   e.thread_id = current_thread_id();
   e.kind = schema::EventKind::PoolUsage;
-  e.address = reinterpret_cast<uint64_t>(handle);
   e.device = device;
-  e.size = reserved;
-  e.handle = used;
+  e.pool_usage = PoolUsagePayload{reinterpret_cast<uint64_t>(handle), reserved, used};
   record(e, /*take_stack=*/false);
 }
 

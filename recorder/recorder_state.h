@@ -18,7 +18,7 @@
 
 #include "recorder/driver_queries.h"
 #include "recorder/event_buffers.h"
-#include "recorder/module_map.h"
+#include "unwind/module_map.h"
 #include "recorder/stacks.h"
 #include "recorder/trace_writer.h"
 
@@ -93,7 +93,7 @@ struct Recorder {
   std::mutex fork_gate;
   std::atomic<bool> fork_pending{false};
   TraceWriter writer;
-  ModuleMap modules;
+  unwind::ModuleMap modules;
   bool trace_created = false;
   std::string trace_path;  // for messages; set when the trace is created
   bool write_failed = false;  // a batch could not be written (disk full...): profiling stopped, said once

@@ -8,10 +8,13 @@
 #include <ctime>
 
 #include "recorder/cache_hints.h"
+#include "schema/environment.h"
 #include "schema/trace_naming.h"
 
 namespace gmt::recorder {
 namespace {
+
+namespace env = schema::env;
 
 uint64_t clock_ns(clockid_t clock) {
   timespec ts{};
@@ -28,20 +31,22 @@ GMT_HOT Settings& settings() {
 
 void load_settings_from_environment() {
   Settings& s = settings();
-  if (const char* v = getenv(kEnvOutput); v && *v) s.output_pattern = v;
-  if (const char* v = getenv(kEnvRootPid); v && *v) s.root_pid = std::strtol(v, nullptr, 10);
-  if (const char* v = getenv(kEnvRegistry); v && *v) s.registry_path = v;
-  if (const char* v = getenv(kEnvNoStacks); v && *v == '1') s.take_stacks = false;
-  if (const char* v = getenv(kEnvFreeStacks); v && *v == '1') s.take_free_stacks = true;
-  if (const char* v = getenv(kEnvSimulated); v && *v == '1') s.simulated = true;
-  if (const char* v = getenv(kEnvUnwind); v && *v) {
+  if (const char* v = getenv(env::kOutput); v && *v) s.output_pattern = v;
+  if (const char* v = getenv(env::kRootPid); v && *v) s.root_pid = std::strtol(v, nullptr, 10);
+  if (const char* v = getenv(env::kRegistry); v && *v) s.registry_path = v;
+  if (const char* v = getenv(env::kNoStacks); v && *v == '1') s.take_stacks = false;
+  if (const char* v = getenv(env::kFreeStacks); v && *v == '1') s.take_free_stacks = true;
+  if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;
+  if (const char* v = getenv(env::kUnwind); v && *v) {
     if (std::strcmp(v, "libunwind") == 0) s.unwind = UnwindMode::Libunwind;
     else if (std::strcmp(v, "check") == 0) s.unwind = UnwindMode::Check;
-    else if (std::strcmp(v, "fast") != 0) std::fprintf(stderr, "gpumemtrace: %s=%s is not fast, libunwind or check: using fast\n", kEnvUnwind, v);
+    else if (std::strcmp(v, "fast") != 0)
+      std::fprintf(stderr, "gpumemtrace: %s=%s is not fast, libunwind or check: using fast\n", env::kUnwind, v);
   }
-  if (const char* v = getenv(kEnvEventClock); v && *v) {
+  if (const char* v = getenv(env::kEventClock); v && *v) {
     if (std::strcmp(v, "monotonic") == 0) s.tsc_event_clock = false;
-    else if (std::strcmp(v, "tsc") != 0) std::fprintf(stderr, "gpumemtrace: %s=%s is not tsc or monotonic: using tsc\n", kEnvEventClock, v);
+    else if (std::strcmp(v, "tsc") != 0)
+      std::fprintf(stderr, "gpumemtrace: %s=%s is not tsc or monotonic: using tsc\n", env::kEventClock, v);
   }
   s.launch = schema::launch_identity_from_environment();
   s.start_unix_ns = clock_ns(CLOCK_REALTIME);

@@ -12,12 +12,16 @@
 #include <new>
 
 #include "recorder/cache_hints.h"
-#include "recorder/fast_unwind.h"
-#include "recorder/python_frames.h"
 #include "recorder/settings.h"
+#include "unwind/fast_unwind.h"
+#include "unwind/module_ranges.h"
+#include "unwind/python_frames.h"
 
 namespace gmt::recorder {
 namespace {
+
+using unwind::fast_backtrace;
+using unwind::merge_python_frames;
 
 // The address range of this library's own code, so that hook and recorder frames are cut from stacks
 // whatever the compiler inlined. Found once, by asking the loader which object holds this function.
@@ -30,27 +34,8 @@ OwnCode find_own_code() {
   OwnCode own;
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&find_own_code), &info) == 0 || info.dli_fbase == nullptr) return own;
-  struct Search {
-    uintptr_t base;
-    OwnCode* own;
-  } search{reinterpret_cast<uintptr_t>(info.dli_fbase), &own};
-  dl_iterate_phdr(
-      [](dl_phdr_info* phdr_info, size_t, void* data) -> int {
-        auto* s = static_cast<Search*>(data);
-        uintptr_t low = UINTPTR_MAX, high = 0;
-        for (int i = 0; i < phdr_info->dlpi_phnum; ++i) {
-          const auto& ph = phdr_info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD) continue;
-          low = std::min<uintptr_t>(low, phdr_info->dlpi_addr + ph.p_vaddr);
-          high = std::max<uintptr_t>(high, phdr_info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
-        }
-        if (s->base < low || s->base >= high) return 0;
-        s->own->begin = low;
-        s->own->end = high;
-        return 1;
-      },
-      &search);
-  return own;
+  unwind::ModuleRange range = unwind::module_range_containing(reinterpret_cast<uintptr_t>(info.dli_fbase));
+  return OwnCode{range.begin, range.end};
 }
 
 const OwnCode& own_code() {
@@ -191,33 +176,20 @@ GMT_HOT void capture_stack(RawStack& stack) {
 void skip_cuda_library_frames() {
   static const char* const kPrefixes[] = {"libcuda.so", "libcupti.so", "libcudart.so"};
   OwnCode found[kMaxSkippedRanges];
-  struct Search {
-    OwnCode* found;
-    int count;
-  } search{found, 0};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) -> int {
-        auto* s = static_cast<Search*>(data);
-        const char* name = info->dlpi_name ? info->dlpi_name : "";
-        const char* base = std::strrchr(name, '/');
-        base = base ? base + 1 : name;
-        bool wanted = false;
-        for (const char* prefix : kPrefixes) wanted |= std::strncmp(base, prefix, std::strlen(prefix)) == 0;
-        if (!wanted || s->count == kMaxSkippedRanges) return 0;
-        uintptr_t low = UINTPTR_MAX, high = 0;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const auto& ph = info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD) continue;
-          low = std::min<uintptr_t>(low, info->dlpi_addr + ph.p_vaddr);
-          high = std::max<uintptr_t>(high, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
-        }
-        if (low < high) s->found[s->count++] = OwnCode{low, high};
-        return 0;
-      },
-      &search);
+  int count = 0;
+  unwind::for_each_module([&](const unwind::LoadedModule& module) {
+    const char* name = module.info->dlpi_name ? module.info->dlpi_name : "";
+    const char* base = std::strrchr(name, '/');
+    base = base ? base + 1 : name;
+    bool wanted = false;
+    for (const char* prefix : kPrefixes) wanted |= std::strncmp(base, prefix, std::strlen(prefix)) == 0;
+    if (!wanted || count == kMaxSkippedRanges) return false;
+    if (!module.range.empty()) found[count++] = OwnCode{module.range.begin, module.range.end};
+    return false;
+  });
   // Publish entries before the count, so a reader never sees a slot that is not filled yet.
   int known = g_skipped_count.load(std::memory_order_acquire);
-  for (int i = 0; i < search.count && known < kMaxSkippedRanges; ++i) {
+  for (int i = 0; i < count && known < kMaxSkippedRanges; ++i) {
     bool duplicate = false;
     for (int j = 0; j < known; ++j) duplicate |= g_skipped[j].begin == found[i].begin;
     if (duplicate) continue;

@@ -23,7 +23,7 @@ struct RawStack {
 };
 
 // Fills `stack` with the return addresses of the current thread, innermost first, starting at the first
-// frame outside this library (the caller of the hooked CUDA function). Walks with recorder/fast_unwind.h and
+// frame outside this library (the caller of the hooked CUDA function). Walks with unwind/fast_unwind.h and
 // falls back to libunwind's unw_backtrace where that walker gives up (settings().unwind chooses; glibc's
 // backtrace() would cost ~10 us per event, FACTS.md).
 void capture_stack(RawStack& stack);

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include "schema/trace_init.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::recorder {
@@ -17,18 +18,10 @@ bool store_stop_reason(const std::string& trace_path, const std::string& reason)
   // The failed transaction was rolled back when the writer closed its connection; its frames in the WAL are
   // overwritten by this one, so on a full disk it usually still fits.
   bool ok = sqlite3_open_v2(trace_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK;
-  sqlite3_stmt* stmt = nullptr;
   if (ok) {
     sqlite3_busy_timeout(db, 1000);
-    ok = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", -1, &stmt, nullptr) ==
-         SQLITE_OK;
+    ok = schema::set_meta(db, schema::meta::kStopReason, reason);
   }
-  if (ok) {
-    sqlite3_bind_text(stmt, 1, schema::meta::kStopReason, -1, SQLITE_STATIC);
-    sqlite3_bind_text(stmt, 2, reason.c_str(), -1, SQLITE_TRANSIENT);
-    ok = sqlite3_step(stmt) == SQLITE_DONE;
-  }
-  sqlite3_finalize(stmt);
   sqlite3_close(db);
   return ok;
 }

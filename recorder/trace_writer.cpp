@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "recorder/python_frames.h"
+#include "recorder/python_frame_table.h"
 #include "recorder/strings.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -19,27 +19,19 @@ namespace {
 
 WriterObserver* g_observer = nullptr;
 
-// Builds an empty trace of the current schema at `temporary` and closes it (the close checkpoints the WAL
-// into the file and removes the -wal and -shm files).
+// Builds an empty trace of the current schema at `temporary` and closes it (the close checkpoints the WAL into the
+// file and removes the -wal and -shm files).
 bool build_empty_trace(const std::string& temporary, std::string& error) {
-  int fd = ::open(temporary.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    error = std::string("cannot create '") + temporary + "': " + std::strerror(errno);
-    return false;
-  }
-  ::close(fd);
-  sqlite3* db = nullptr;
-  bool ok = sqlite3_open_v2(temporary.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK;
-  if (!ok) error = std::string("cannot open '") + temporary + "': " + (db ? sqlite3_errmsg(db) : "out of memory");
-  if (ok && !schema::initialize_trace(db, error)) ok = false;
+  sqlite3* db = schema::create_trace_file(temporary, error);
+  if (!db) return false;
   // No fsync for the empty file: the close's checkpoint would otherwise sync it twice while the app waits for
   // its first flush. The trace's own connection syncs as docs/reliability.md says.
-  if (ok) sqlite3_exec(db, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr);
-  if (sqlite3_close(db) != SQLITE_OK && ok) {
+  sqlite3_exec(db, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr);
+  if (sqlite3_close(db) != SQLITE_OK) {
     error = "cannot close '" + temporary + "'";
-    ok = false;
+    return false;
   }
-  return ok;
+  return true;
 }
 
 // Gives `temporary` the name `path` unless `path` exists: atomically, so that no one ever sees the name
@@ -70,8 +62,9 @@ std::string insert_events_sql(size_t rows) {
   return sql;
 }
 
-// Binds one events row, its parameters starting at `first` (1-based).
+// Binds one events row (an event with a CallPayload), its parameters starting at `first` (1-based).
 void bind_event(sqlite3_stmt* s, int first, const EventRecord& e) {
+  const CallPayload& call = e.call;
   sqlite3_bind_int64(s, first + 0, static_cast<sqlite3_int64>(e.time_ns));
   sqlite3_bind_int(s, first + 1, static_cast<int>(e.kind));
   sqlite3_bind_int(s, first + 2, static_cast<int>(e.api));
@@ -79,13 +72,13 @@ void bind_event(sqlite3_stmt* s, int first, const EventRecord& e) {
   sqlite3_bind_int(s, first + 4, static_cast<int>(e.memory_kind));
   sqlite3_bind_int64(s, first + 5, e.thread_id);
   sqlite3_bind_int(s, first + 6, e.device);
-  sqlite3_bind_int64(s, first + 7, static_cast<sqlite3_int64>(e.stream));
-  sqlite3_bind_int64(s, first + 8, static_cast<sqlite3_int64>(e.address));
-  sqlite3_bind_int64(s, first + 9, static_cast<sqlite3_int64>(e.size));
+  sqlite3_bind_int64(s, first + 7, static_cast<sqlite3_int64>(call.stream));
+  sqlite3_bind_int64(s, first + 8, static_cast<sqlite3_int64>(call.address));
+  sqlite3_bind_int64(s, first + 9, static_cast<sqlite3_int64>(call.size));
   sqlite3_bind_int64(s, first + 10, e.stack_id);
-  sqlite3_bind_int(s, first + 11, e.error);
-  sqlite3_bind_int64(s, first + 12, static_cast<sqlite3_int64>(e.handle));
-  sqlite3_bind_int64(s, first + 13, static_cast<sqlite3_int64>(e.context));
+  sqlite3_bind_int(s, first + 11, call.error);
+  sqlite3_bind_int64(s, first + 12, static_cast<sqlite3_int64>(call.handle));
+  sqlite3_bind_int64(s, first + 13, static_cast<sqlite3_int64>(call.context));
 }
 
 }  // namespace
@@ -135,7 +128,7 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
             prepare(&insert_python_frame_, "INSERT INTO python_frames(id, file_id, function_id, line) "
                                            "VALUES (?1, ?2, ?3, ?4)") &&
             prepare(&insert_module_, "INSERT INTO modules(path, base, size, build_id) VALUES (?1, ?2, ?3, ?4)") &&
-            prepare(&upsert_meta_, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") &&
+            prepare(&upsert_meta_, schema::kSetMetaSql) &&
             prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
                                          "VALUES (?1, ?2, ?3, ?4, ?5)") &&
             prepare(&insert_allocator_sample_,
@@ -176,9 +169,7 @@ void TraceWriter::write_device(const DeviceDescription& device) {
 
 void TraceWriter::set_meta(const char* key, const std::string& value) {
   if (!db_) return;
-  sqlite3_bind_text(upsert_meta_, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(upsert_meta_, 2, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
-  step_and_reset(upsert_meta_);
+  if (!schema::set_meta(upsert_meta_, key, value)) last_error_ = sqlite3_errmsg(db_);
 }
 
 void TraceWriter::set_launch_meta(const schema::LaunchIdentity& launch) {
@@ -194,7 +185,8 @@ void TraceWriter::set_launch_meta(const schema::LaunchIdentity& launch) {
 }
 
 bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
-                              const size_t* run_lengths, size_t runs, const std::vector<Module>& modules) {
+                              const size_t* run_lengths, size_t runs,
+                              const std::vector<unwind::Module>& modules) {
   if (!db_) return false;
   size_t events = 0;
   for (size_t r = 0; r < runs; ++r) events += run_lengths[r];
@@ -245,10 +237,10 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
       if (e.kind == schema::EventKind::PoolUsage) {
         sqlite3_stmt* p = insert_pool_usage_;
         sqlite3_bind_int64(p, 1, static_cast<sqlite3_int64>(e.time_ns));
-        sqlite3_bind_int64(p, 2, static_cast<sqlite3_int64>(e.address));
+        sqlite3_bind_int64(p, 2, static_cast<sqlite3_int64>(e.pool_usage.pool));
         sqlite3_bind_int(p, 3, e.device);
-        sqlite3_bind_int64(p, 4, static_cast<sqlite3_int64>(e.size));
-        sqlite3_bind_int64(p, 5, static_cast<sqlite3_int64>(e.handle));
+        sqlite3_bind_int64(p, 4, static_cast<sqlite3_int64>(e.pool_usage.reserved_bytes));
+        sqlite3_bind_int64(p, 5, static_cast<sqlite3_int64>(e.pool_usage.used_bytes));
         ok &= step_and_reset(p);
         continue;
       }
@@ -264,9 +256,9 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
       bind_event(insert_event_, 1, e);
       ok &= step_and_reset_bound(insert_event_);
       sqlite3_bind_int64(insert_failure_, 1, sqlite3_last_insert_rowid(db_));
-      if (e.has_memory_info) {
-        sqlite3_bind_int64(insert_failure_, 2, static_cast<sqlite3_int64>(e.device_free));
-        sqlite3_bind_int64(insert_failure_, 3, static_cast<sqlite3_int64>(e.device_total));
+      if (e.call.has_memory_info) {
+        sqlite3_bind_int64(insert_failure_, 2, static_cast<sqlite3_int64>(e.call.device_free));
+        sqlite3_bind_int64(insert_failure_, 3, static_cast<sqlite3_int64>(e.call.device_total));
       } else {
         sqlite3_bind_null(insert_failure_, 2);
         sqlite3_bind_null(insert_failure_, 3);
@@ -319,26 +311,27 @@ bool TraceWriter::write_new_strings(uint32_t& written) {
   return ok;
 }
 
-// NVTX ranges and marks: see the RangeBegin/RangeEnd/Mark mapping in schema/trace_schema.h. A range begun in
-// this batch is held until the batch ends, so that one that also ends in it (most do) costs one INSERT instead
-// of an INSERT and an UPDATE; one still open then is inserted with end_ns NULL and updated when it ends.
+// NVTX ranges and marks (recorder/event.h: RangePayload, MarkPayload). A range begun in this batch is held until
+// the batch ends, so that one that also ends in it (most do) costs one INSERT instead of an INSERT and an UPDATE;
+// one still open then is inserted with end_ns NULL and updated when it ends.
 bool TraceWriter::write_range_event(const EventRecord& e) {
   if (e.kind == schema::EventKind::Mark) {
     sqlite3_bind_int64(insert_mark_, 1, static_cast<sqlite3_int64>(e.time_ns));
     sqlite3_bind_int64(insert_mark_, 2, e.thread_id);
-    sqlite3_bind_int64(insert_mark_, 3, static_cast<sqlite3_int64>(e.context));
-    sqlite3_bind_int64(insert_mark_, 4, static_cast<sqlite3_int64>(e.handle));
+    sqlite3_bind_int64(insert_mark_, 3, e.mark.domain_id);
+    sqlite3_bind_int64(insert_mark_, 4, e.mark.name_id);
     return step_and_reset(insert_mark_);
   }
+  const RangePayload& range = e.range;
   if (e.kind == schema::EventKind::RangeBegin) {
-    if (e.error < 0) open_start_end_ranges_[e.size] = e.address;  // start/end: found again by the app's id
-    pending_index_[e.address] = pending_ranges_.size();
+    if (range.depth < 0) open_start_end_ranges_[range.app_range_id] = range.row_id;  // found again by the app's id
+    pending_index_[range.row_id] = pending_ranges_.size();
     pending_ranges_.push_back(PendingRange{e, 0, 0});
     return true;
   }
-  uint64_t id = e.address;
+  uint64_t id = range.row_id;
   if (id == 0) {
-    auto it = open_start_end_ranges_.find(e.size);
+    auto it = open_start_end_ranges_.find(range.app_range_id);
     if (it == open_start_end_ranges_.end()) return true;  // opened before this trace began (e.g. in a parent)
     id = it->second;
     open_start_end_ranges_.erase(it);
@@ -359,12 +352,12 @@ bool TraceWriter::insert_pending_ranges() {
   bool ok = true;
   for (const PendingRange& r : pending_ranges_) {
     const EventRecord& b = r.begin;
-    sqlite3_bind_int64(insert_range_, 1, static_cast<sqlite3_int64>(b.address));
+    sqlite3_bind_int64(insert_range_, 1, static_cast<sqlite3_int64>(b.range.row_id));
     sqlite3_bind_int64(insert_range_, 2, b.thread_id);
-    sqlite3_bind_int64(insert_range_, 3, static_cast<sqlite3_int64>(b.context));
-    sqlite3_bind_int64(insert_range_, 4, static_cast<sqlite3_int64>(b.handle));
+    sqlite3_bind_int64(insert_range_, 3, b.range.domain_id);
+    sqlite3_bind_int64(insert_range_, 4, b.range.name_id);
     sqlite3_bind_int64(insert_range_, 5, static_cast<sqlite3_int64>(b.time_ns));
-    sqlite3_bind_int(insert_range_, 6, b.error);
+    sqlite3_bind_int(insert_range_, 6, b.range.depth);
     if (r.end_thread_id != 0) {
       sqlite3_bind_int64(insert_range_, 7, static_cast<sqlite3_int64>(r.end_ns));
       sqlite3_bind_int64(insert_range_, 8, r.end_thread_id);
@@ -382,10 +375,9 @@ void TraceWriter::close() {
                           insert_mark_, insert_python_frame_, insert_allocator_sample_}) {
     sqlite3_finalize(s);
   }
-  insert_event_ = insert_event_group_ = insert_failure_ = insert_stack_ = insert_frame_ = insert_module_ = upsert_meta_ =
-      nullptr;
-  insert_pool_usage_ = insert_string_ = insert_range_ = end_range_ = insert_mark_ = insert_python_frame_ = nullptr;
-  insert_allocator_sample_ = nullptr;
+  insert_event_ = insert_event_group_ = insert_failure_ = insert_stack_ = insert_frame_ = insert_module_ = nullptr;
+  upsert_meta_ = insert_pool_usage_ = insert_string_ = insert_range_ = end_range_ = insert_mark_ = nullptr;
+  insert_python_frame_ = insert_allocator_sample_ = nullptr;
   sqlite3_close(db_);
   db_ = nullptr;
 }

@@ -12,7 +12,7 @@
 
 #include "recorder/driver_queries.h"
 #include "recorder/event.h"
-#include "recorder/module_map.h"
+#include "unwind/module_map.h"
 #include "recorder/stacks.h"
 #include "schema/trace_naming.h"
 
@@ -48,7 +48,7 @@ class TraceWriter {
   // One transaction: stacks first, so every event's stack_id exists when its event does; likewise every
   // string interned so far (recorder/strings.h) before the ranges and marks that name it.
   bool write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
-                   const size_t* run_lengths, size_t runs, const std::vector<Module>& modules);
+                   const size_t* run_lengths, size_t runs, const std::vector<unwind::Module>& modules);
   void close();
   bool is_open() const { return db_ != nullptr; }
   const std::string& last_error() const { return last_error_; }

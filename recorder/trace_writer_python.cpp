@@ -1,6 +1,7 @@
 // The writer's part of the Python frames (schema v5): the python_frames rows, and stack_frames rows that
 // name one of them instead of a return address.
-#include "recorder/python_frames.h"
+#include "recorder/python_frame_table.h"
+#include "unwind/python_frames.h"
 #include "recorder/trace_writer.h"
 
 namespace gmt::recorder {
@@ -22,10 +23,10 @@ bool TraceWriter::write_new_python_frames(uint32_t count) {
 // Binds level, pc and python_frame_id of insert_frame_ (stack_id is bound by the caller): a Python frame
 // has pc 0 and its python_frames.id, a native frame its return address and python_frame_id 0.
 void TraceWriter::bind_frame(size_t level, uintptr_t pc) {
-  bool python = is_python_frame(pc);
+  bool python = unwind::is_python_frame(pc);
   sqlite3_bind_int64(insert_frame_, 2, static_cast<sqlite3_int64>(level));
   sqlite3_bind_int64(insert_frame_, 3, python ? 0 : static_cast<sqlite3_int64>(pc));
-  sqlite3_bind_int64(insert_frame_, 4, python ? python_frame_id(pc) : 0);
+  sqlite3_bind_int64(insert_frame_, 4, python ? unwind::python_frame_id(pc) : 0);
 }
 
 }  // namespace gmt::recorder

@@ -46,7 +46,7 @@ void note_devices(Recorder& r, const EventRecord* events, size_t count) {
   }
 }
 
-// How stacks were walked (recorder/fast_unwind.h), at exit; nothing when stacks were off.
+// How stacks were walked (unwind/fast_unwind.h), at exit; nothing when stacks were off.
 void write_stack_walk_meta(Recorder& r) {
   const Settings& s = settings();
   if (!s.take_stacks) return;
@@ -186,7 +186,7 @@ bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
     }
     const uint64_t devices_before = r.devices_seen;
     for (size_t i = 0; i < runs.size(); ++i) note_devices(r, runs[i], lengths[i]);
-    std::vector<Module> modules;
+    std::vector<unwind::Module> modules;
     if (first && scan_modules) modules = r.modules.scan_new_modules();
     // Decided since the trace was created: said before this batch, which may hold a cross-check's events.
     if (!r.backend_meta_decided && active_backend() != Backend::Undecided) write_backend_meta(r);

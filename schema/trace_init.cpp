@@ -1,5 +1,10 @@
 #include "schema/trace_init.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "schema/trace_schema.h"
@@ -40,6 +45,26 @@ bool fill_lookup_table(sqlite3* db, const char* table, int max_value, std::strin
 
 }  // namespace
 
+sqlite3* create_trace_file(const std::string& path, std::string& error) {
+  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = "cannot create '" + path + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  ::close(fd);
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+    error = "cannot open '" + path + "': " + (db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return nullptr;
+  }
+  if (!initialize_trace(db, error)) {
+    sqlite3_close(db);
+    return nullptr;
+  }
+  return db;
+}
+
 bool initialize_trace(sqlite3* db, std::string& error) {
   // WAL lets `report` read a trace while the app is still writing it, and keeps every committed batch
   // readable if the process dies. NORMAL sync: an app crash loses nothing committed; only a power loss could
@@ -57,6 +82,24 @@ bool initialize_trace(sqlite3* db, std::string& error) {
     std::string ignored;
     exec(db, "ROLLBACK", ignored);
   }
+  return ok;
+}
+
+bool set_meta(sqlite3_stmt* set_meta_statement, std::string_view key, std::string_view value) {
+  // Static bindings: the texts outlive the step, and the bindings are cleared before returning.
+  sqlite3_bind_text(set_meta_statement, 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
+  sqlite3_bind_text(set_meta_statement, 2, value.data(), static_cast<int>(value.size()), SQLITE_STATIC);
+  bool ok = sqlite3_step(set_meta_statement) == SQLITE_DONE;
+  sqlite3_reset(set_meta_statement);
+  sqlite3_clear_bindings(set_meta_statement);
+  return ok;
+}
+
+bool set_meta(sqlite3* db, std::string_view key, std::string_view value) {
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v2(db, kSetMetaSql, -1, &statement, nullptr) != SQLITE_OK) return false;
+  bool ok = set_meta(statement, key, value);
+  sqlite3_finalize(statement);
   return ok;
 }
 

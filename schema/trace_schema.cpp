@@ -100,6 +100,7 @@ std::string_view to_string(Api api) {
     case Api::torchSegmentUnmap: return "torch_segment_unmap";
     case Api::graphMemAlloc: return "graph_mem_alloc";
     case Api::graphMemFree: return "graph_mem_free";
+    case Api::cuGraphAddMemAllocNode: return "cuGraphAddMemAllocNode";
   }
   return "unknown";
 }

@@ -49,18 +49,10 @@ enum class EventKind : uint8_t {
   VmmMap = 14,          // address, size, handle: physical memory mapped into a reserved range
   VmmUnmap = 15,        // address, size
   // A sample of a stream-ordered pool's reserved and used bytes. Stored in the pool_usage table, not in
-  // events; in the recorder: address = pool, size = reserved bytes, handle = used bytes.
+  // events (in the recorder: recorder/event.h, PoolUsagePayload).
   PoolUsage = 16,
   // The application's NVTX annotations (nvtx/, schema v4). Stored in the ranges and marks tables, never in
-  // events. In the recorder:
-  //   RangeBegin: address = ranges.id (the row), size = the nvtxRangeId_t handed to the app for a start/end
-  //               range (0 for push/pop), handle = name (strings.id, 0 = none), context = domain (strings.id of
-  //               the domain's name, 0 = the default domain), error = push/pop nesting depth in its domain
-  //               (0-based; -1 for a start/end range).
-  //   RangeEnd:   address = ranges.id of a push/pop range, or 0 for a start/end range, which is then found by
-  //               size = the nvtxRangeId_t the app passed to nvtxRangeEnd.
-  //   Mark:       handle = name, context = domain (as for RangeBegin).
-  // time_ns and thread_id are the call's; for RangeEnd they become ranges.end_ns and ranges.end_thread_id.
+  // events (in the recorder: recorder/event.h, RangePayload and MarkPayload).
   RangeBegin = 17,
   RangeEnd = 18,
   Mark = 19,
@@ -164,6 +156,7 @@ enum class Api : uint8_t {
   // stream-ordered allocation made while its stream captures is recorded under its own name, as GraphAllocNode.
   graphMemAlloc = 51,
   graphMemFree = 52,
+  cuGraphAddMemAllocNode = 53,  // a GraphAllocNode added to a graph by hand (not by stream capture)
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -207,7 +200,7 @@ std::string_view to_string(SampleTrigger trigger);
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
 inline constexpr int kMaxEventKind = 24;
 inline constexpr int kMaxMemoryKind = 6;
-inline constexpr int kMaxApi = 52;
+inline constexpr int kMaxApi = 53;
 inline constexpr int kMaxSource = 4;
 inline constexpr int kMaxFrameworkAllocator = 5;
 inline constexpr int kMaxSampleTrigger = 4;
@@ -397,7 +390,7 @@ inline constexpr const char* kTensorBlocksEndNs = "tensor_blocks_end_ns";
 // during a pause looks live. Absent when recording was never paused.
 inline constexpr const char* kRecordingPauses = "recording_pauses";
 inline constexpr const char* kRecordingPausedNs = "recording_paused_ns";
-// Stack walks (recorder/fast_unwind.h): how many stacks were taken with libunwind because the fast walker gave up
+// Stack walks (unwind/fast_unwind.h): how many stacks were taken with libunwind because the fast walker gave up
 // on them (a signal frame, code without unwind information, a foreign stack) or was turned off (GMT_UNWIND). Written
 // at a clean exit, with stacks on. Under GMT_UNWIND=check also how many stacks both walkers took and on how many
 // they disagreed (libunwind's stack is the one recorded).

@@ -8,9 +8,9 @@ Rules for code in this package (it runs inside the user's process):
 - never import torch, cupy or jax ourselves, and never initialize CUDA: wait until the app did;
 - never raise into the app; no work on the app's threads beyond a few attribute reads;
 - records go to the trace through the native library (native.py), which owns the only SQLite connection.
-"""
-from . import native
 
+Importing the package itself loads nothing (sitecustomize.py reads environment.py before it knows whether to start).
+"""
 _started = False
 
 
@@ -20,6 +20,7 @@ def start():
     if _started:
         return
     _started = True
+    from . import native
     if not native.available():
         # Not profiled after all: a child started with a cleaned environment keeps PYTHONPATH but not
         # LD_PRELOAD. Nothing to record into; stay silent, as an unprofiled process would be.

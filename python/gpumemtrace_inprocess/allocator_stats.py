@@ -31,6 +31,7 @@ import threading
 import time
 
 from . import native, watch
+from .environment import ALLOCATOR_SAMPLE_MS
 
 # schema::FrameworkAllocator
 TORCH_CACHING, TORCH_EXPANDABLE, TORCH_MALLOC_ASYNC, CUPY_POOL, JAX_XLA = 1, 2, 3, 4, 5
@@ -56,7 +57,7 @@ def _say_once(key, message):
 
 
 def _period_ms():
-    text = os.environ.get("GMT_ALLOCATOR_SAMPLE_MS", "")
+    text = os.environ.get(ALLOCATOR_SAMPLE_MS, "")
     if not text:
         return DEFAULT_PERIOD_MS
     try:
@@ -65,7 +66,7 @@ def _period_ms():
             raise ValueError
         return value
     except ValueError:
-        _say_once("period", f"GMT_ALLOCATOR_SAMPLE_MS={text!r} is not a number of milliseconds; "
+        _say_once("period", f"{ALLOCATOR_SAMPLE_MS}={text!r} is not a number of milliseconds; "
                             f"sampling the allocators every {DEFAULT_PERIOD_MS} ms")
         return DEFAULT_PERIOD_MS
 

@@ -7,6 +7,8 @@ releases the GIL around each call, and each exported function only appends to th
 import ctypes
 import os
 
+from .environment import LIBRARY
+
 _library = None
 _loaded = False
 
@@ -16,7 +18,7 @@ def library():
     global _library, _loaded
     if not _loaded:
         _loaded = True
-        path = os.environ.get("GMT_LIBRARY", "")
+        path = os.environ.get(LIBRARY, "")
         if path:
             try:
                 _library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 0))

@@ -32,9 +32,9 @@ import sys
 import time
 
 from . import native
+from .environment import TORCH_BLOCKS as ENV_ENABLED
+from .environment import TORCH_BRIDGE_CACHE as ENV_CACHE
 
-ENV_ENABLED = "GMT_TORCH_BLOCKS"
-ENV_CACHE = "GMT_TORCH_BRIDGE_CACHE"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_bridge.cpp")
 BUILD_TIMEOUT_S = 600
 _NOTE_SIZE = 512

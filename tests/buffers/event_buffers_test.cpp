@@ -21,7 +21,7 @@ using gmt::recorder::ThreadBuffer;
 void append(EventBuffers& buffers, ThreadBuffer& b, uint64_t time, uint64_t address) {
   EventRecord e;
   e.time_ns = time;
-  e.address = address;
+  e.call.address = address;
   if (!EventBuffers::append(b, e)) buffers.hand_over_locked(b);
 }
 
@@ -42,7 +42,7 @@ size_t take(EventBuffers& buffers, uint64_t watermark, size_t max_events, Taken&
 
 std::vector<uint64_t> addresses(const Taken& taken) {
   std::vector<uint64_t> out;
-  for (const EventRecord& e : taken.events) out.push_back(e.address);
+  for (const EventRecord& e : taken.events) out.push_back(e.call.address);
   return out;
 }
 
@@ -111,7 +111,7 @@ TEST(EventBuffers, TakesAtMostMaxEventsPerRoundAcrossChunkBoundaries) {
   ASSERT_EQ(taken.events.size(), 2 * per_thread);
   for (uint64_t i = 0; i < taken.events.size(); ++i) {
     ASSERT_EQ(taken.events[i].time_ns, i) << "event " << i;
-    ASSERT_EQ(taken.events[i].address, (i % 2 ? 0xb00000 : 0xa00000) + i / 2) << "event " << i;
+    ASSERT_EQ(taken.events[i].call.address, (i % 2 ? 0xb00000 : 0xa00000) + i / 2) << "event " << i;
   }
   EXPECT_EQ(buffers.full_chunks_locked(), 0u);  // every full chunk taken whole went back
 }
@@ -133,7 +133,7 @@ TEST(EventBuffers, AChunkTakenWholeWhileBeingFilledGoesBackOnceHandedOver) {
   EXPECT_EQ(taken.events.size(), kChunkEvents - 1);  // the snapshot saw none of the two
   EXPECT_EQ(take(buffers, UINT64_MAX, 4096, taken), 2u);
   ASSERT_EQ(taken.events.size(), kChunkEvents + 1);
-  for (uint64_t i = 0; i < taken.events.size(); ++i) ASSERT_EQ(taken.events[i].address, i);
+  for (uint64_t i = 0; i < taken.events.size(); ++i) ASSERT_EQ(taken.events[i].call.address, i);
   EXPECT_EQ(buffers.full_chunks_locked(), 0u);
 }
 
@@ -167,7 +167,7 @@ TEST(EventBuffers, LateEventsStayInArrivalOrderApartFromTheMerge) {
   for (uint64_t i = 0; i < kChunkEvents + 3; ++i) {
     EventRecord e;
     e.time_ns = 1000 - i % 7;  // their own times, not ordered against anything
-    e.address = i;
+    e.call.address = i;
     buffers.append_late_locked(e);
   }
   EXPECT_EQ(buffers.full_chunks_locked(), 1u);  // counted for back-pressure
@@ -176,7 +176,7 @@ TEST(EventBuffers, LateEventsStayInArrivalOrderApartFromTheMerge) {
   ASSERT_EQ(late.size(), 2u);
   ASSERT_EQ(late[0]->published.load(), kChunkEvents);
   ASSERT_EQ(late[1]->published.load(), 3u);
-  EXPECT_EQ(late[1]->events[2].address, kChunkEvents + 2);
+  EXPECT_EQ(late[1]->events[2].call.address, kChunkEvents + 2);
   EXPECT_EQ(late[0]->events[5].time_ns, 995u);  // untouched
   buffers.give_back_locked(late);
   late.clear();

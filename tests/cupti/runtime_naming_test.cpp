@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cupti/cupti_callbacks.h"
+#include "schema/environment.h"
 
 namespace gmt::cupti {
 namespace {
@@ -57,7 +58,7 @@ CUpti_CallbackData runtime_data(CUpti_ApiCallbackSite where, uint32_t correlatio
 class RuntimeNamingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    unsetenv(kEnvRuntimeCallbacks);
+    unsetenv(schema::env::kCuptiRuntimeCallbacks);
     table_.cuptiEnableCallback = record_enable;
     g_calls.clear();
   }
@@ -105,7 +106,7 @@ TEST_F(RuntimeNamingTest, OffOnceHooksNameAnAllocationOnAgainForGoodAtTheFirstUn
 }
 
 TEST_F(RuntimeNamingTest, ForcedOnByTheEnvironmentNeverSwitches) {
-  setenv(kEnvRuntimeCallbacks, "1", 1);
+  setenv(schema::env::kCuptiRuntimeCallbacks, "1", 1);
   start();
   note_allocation(true);
   note_allocation(false);

@@ -20,7 +20,7 @@ LIBRARY = os.path.join(BUILD, "lib", "gpumemtrace", "libgpumemtrace.so")
 HOT = [
     "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync",
     "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAllocAsync", "cuMemFreeAsync",
-    "gmt::recorder::record", "gmt::recorder::capture_stack", "gmt::recorder::fast_backtrace",
+    "gmt::recorder::record", "gmt::recorder::capture_stack", "gmt::unwind::fast_backtrace",
     "gmt::recorder::cached_stack_id", "gmt::recorder::event_time_ns", "gmt::recorder::record_driver_alloc",
     "gmt::recorder::record_driver_free", "gmt::recorder::settings", "gmt::recorder::active_backend",
     "gmt::recorder::records_through",

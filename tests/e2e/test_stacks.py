@@ -2,7 +2,7 @@
 recorder/caller_stack.h): one allocation site reached through two callers gives two stacks, the same
 recursion at two depths gives two stacks of the right lengths, and a module loaded, unloaded and loaded again
 has its allocations attributed to its own function each time. The sample interleaves the paths, so a cached
-stack is always looked up again after another one. The stacks are walked by recorder/fast_unwind.h: with
+stack is always looked up again after another one. The stacks are walked by unwind/fast_unwind.h: with
 GMT_UNWIND=check every stack is also walked by libunwind and the two must agree, through the plugin's
 dlclose and reload too."""
 import os

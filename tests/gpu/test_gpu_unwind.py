@@ -1,4 +1,4 @@
-"""The fast stack walker (recorder/fast_unwind.h) inside real CUDA processes: with GMT_UNWIND=check every stack
+"""The fast stack walker (unwind/fast_unwind.h) inside real CUDA processes: with GMT_UNWIND=check every stack
 is walked by it and by libunwind, and the two must agree on every one. Under each backend: the C++ samples
 (a shared cudart; the stack_shapes plugin unloaded with dlclose and loaded again) and a PyTorch training loop
 (libtorch, libpython and CUDA's libraries on the stack). Prints how many walks were checked and how many the

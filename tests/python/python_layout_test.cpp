@@ -1,4 +1,4 @@
-// The struct offsets the Python-frame walk uses (recorder/python_layouts.h) against the headers of one CPython
+// The struct offsets the Python-frame walk uses (unwind/python_layouts.h) against the headers of one CPython
 // version: built once per version whose headers are installed (tests/python/CMakeLists.txt), so that a layout
 // table that disagrees with the real interpreter fails here. Py_BUILD_CORE (3.11+) comes from the build: the
 // interpreter frame is in the internal headers.
@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstring>
 
-#include "recorder/python_layouts.h"
+#include "unwind/python_layouts.h"
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 namespace {
 
 const PythonLayout& layout() {
@@ -134,4 +134,4 @@ TEST(PythonLayoutTest, UnicodeStateBits) {
 }
 
 }  // namespace
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

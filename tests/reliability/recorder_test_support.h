@@ -54,8 +54,8 @@ inline void record_one(gmt::schema::EventKind kind, uint64_t address, uint64_t s
   e.api = kind == gmt::schema::EventKind::Alloc ? gmt::schema::Api::cudaMalloc : gmt::schema::Api::cudaFree;
   e.memory_kind = gmt::schema::MemoryKind::Device;
   e.device = device;
-  e.address = address;
-  e.size = size;
+  e.call.address = address;
+  e.call.size = size;
   gmt::recorder::record(e, take_stack);
 }
 

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 
+#include "schema/environment.h"
+
 namespace gmt::sim {
 namespace {
 
@@ -29,21 +31,21 @@ constexpr std::size_t kMaxPools = (std::size_t{1} << 24) - 1;
 constexpr std::size_t kReleasePagesThreshold = std::size_t{1} << 20;
 
 std::size_t env_device_bytes() {
-  const char* text = std::getenv("GMT_SIM_DEVICE_BYTES");
+  const char* text = std::getenv(gmt::schema::env::kSimDeviceBytes);
   if (text == nullptr || *text == '\0') return kDefaultDeviceBytes;
   if (const auto bytes = parse_bytes(text)) return *bytes;
-  std::fprintf(stderr, "gpumemtrace: ignoring invalid GMT_SIM_DEVICE_BYTES=%s (using 16 GiB)\n", text);
+  std::fprintf(stderr, "gpumemtrace: ignoring invalid %s=%s (using 16 GiB)\n", gmt::schema::env::kSimDeviceBytes, text);
   return kDefaultDeviceBytes;
 }
 
 int env_device_count() {
-  const char* text = std::getenv("GMT_SIM_DEVICE_COUNT");
+  const char* text = std::getenv(gmt::schema::env::kSimDeviceCount);
   if (text == nullptr || *text == '\0') return 1;
   char* end = nullptr;
   errno = 0;
   const long count = std::strtol(text, &end, 10);
   if (errno != 0 || *end != '\0' || count < 0 || count > kMaxDevices) {
-    std::fprintf(stderr, "gpumemtrace: ignoring invalid GMT_SIM_DEVICE_COUNT=%s (using 1)\n", text);
+    std::fprintf(stderr, "gpumemtrace: ignoring invalid %s=%s (using 1)\n", gmt::schema::env::kSimDeviceCount, text);
     return 1;
   }
   return static_cast<int>(count);
@@ -65,7 +67,7 @@ cudaError_t& last_error() { return t_last_error; }
 void announce() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* quiet = std::getenv("GMT_SIM_QUIET");
+    const char* quiet = std::getenv(gmt::schema::env::kSimQuiet);
     if (quiet != nullptr && std::strcmp(quiet, "1") == 0) return;
     std::fputs("gpumemtrace: simulated CUDA runtime (no GPU): memory is simulated, kernels are not run\n",
                stderr);

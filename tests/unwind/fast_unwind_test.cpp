@@ -1,4 +1,4 @@
-// recorder/fast_unwind.h against libunwind's unw_backtrace: the same return addresses, frame for frame, for
+// unwind/fast_unwind.h against libunwind's unw_backtrace: the same return addresses, frame for frame, for
 // every shape of frame the walker claims to handle, and a refusal (-1) where it does not. Both walks are made
 // through one call site (walk_from_here), so their first frames are the same return address.
 #include <gtest/gtest.h>
@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "recorder/fast_unwind.h"
+#include "unwind/fast_unwind.h"
 
 namespace {
 
-using gmt::recorder::fast_backtrace;
+using gmt::unwind::fast_backtrace;
 
 constexpr int kFrames = 72;
 using Walker = int (*)(void**, int);
@@ -224,7 +224,7 @@ TEST(FastUnwindTest, RepeatedWalksUseTheCachedRulesAndStayEqual) {
 TEST(FastUnwindTest, ForgettingRulesChangesNothingForLiveCode) {
   t_mixed = true;
   auto before = run_shape([] { mixed(12); });
-  gmt::recorder::forget_unwind_rules();
+  gmt::unwind::forget_unwind_rules();
   auto after = run_shape([] { mixed(12); });
   t_mixed = false;
   expect_same(after, "after forget_unwind_rules", 28);
@@ -269,7 +269,7 @@ TEST(FastUnwindTest, AWalkKnowsWhetherItRepeatsThePreviousOne) {
     results[i] = via_b(5);
   }
   EXPECT_TRUE(results[3]);
-  gmt::recorder::forget_unwind_rules();
+  gmt::unwind::forget_unwind_rules();
   EXPECT_FALSE(via_b(5)) << "after forget_unwind_rules nothing is known to repeat";
 }
 
@@ -343,7 +343,7 @@ __attribute__((noinline, optimize("omit-frame-pointer"))) Comparison with_rbp_ho
 }
 
 TEST(FastUnwindTest, WalksFromALoopAreAnsweredFromThePreviousOneWhateverRbpHolds) {
-  const uint64_t replays_before = gmt::recorder::fast_backtrace_replays_in_this_thread();
+  const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
   std::vector<void*> first;
   for (uintptr_t i = 0; i < 20; ++i) {
     Comparison c = with_rbp_holding(0x1000 + i * 16);
@@ -353,14 +353,14 @@ TEST(FastUnwindTest, WalksFromALoopAreAnsweredFromThePreviousOneWhateverRbpHolds
     EXPECT_EQ(c.fast, first) << "walk " << i;
   }
   // walk_both runs the fast walk once per iteration; every one after the first is a replay.
-  EXPECT_GE(gmt::recorder::fast_backtrace_replays_in_this_thread() - replays_before, 19u);
+  EXPECT_GE(gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before, 19u);
 }
 
 // Replays of a mixed chain deeper than the walk's limit. Some words the walk must check are not frames: the
 // realigned frames' CFA, read through rbp. And the walk stops at the limit, so its last read (the next return
 // address) is not a frame either. Each replay must give exactly the limit's frames, still libunwind's.
 TEST(FastUnwindTest, RepeatedWalksOfAMixedChainCutAtTheLimitAreAnsweredExactly) {
-  const uint64_t replays_before = gmt::recorder::fast_backtrace_replays_in_this_thread();
+  const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
   std::vector<void*> first;
   for (int i = 0; i < 5; ++i) {
     asm volatile("" : "+r"(i));  // one call site for every walk, the loop not unrolled
@@ -374,7 +374,7 @@ TEST(FastUnwindTest, RepeatedWalksOfAMixedChainCutAtTheLimitAreAnsweredExactly) 
     if (i == 0) first = seen[0].fast;
     EXPECT_EQ(seen[0].fast, first) << "walk " << i;
   }
-  EXPECT_GE(gmt::recorder::fast_backtrace_replays_in_this_thread() - replays_before, 4u);
+  EXPECT_GE(gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before, 4u);
 }
 
 // A signal frame (__restore_rt) is beyond the walker: it must give up, never return a wrong stack.

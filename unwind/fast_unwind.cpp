@@ -1,6 +1,6 @@
 // See fast_unwind.h. Two parts: the global table of rules by code address, filled from .eh_frame
 // (eh_frame_rules.h) on a miss, and the walk (fast_backtrace).
-#include "recorder/fast_unwind.h"
+#include "unwind/fast_unwind.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 
@@ -11,12 +11,12 @@
 #include <new>
 
 #include "recorder/cache_hints.h"
-#include "recorder/eh_frame_rules.h"
+#include "unwind/eh_frame_rules.h"
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 namespace {
 
-using namespace unwind_rules;
+using namespace rules;
 
 // ---- the table of rules by code address ------------------------------------------------------------------
 
@@ -276,14 +276,14 @@ void forget_unwind_rules() { g_generation.fetch_add(1, std::memory_order_acq_rel
 
 uint64_t fast_backtrace_replays_in_this_thread() { return t_replayed_walks; }
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind
 
 #else  // not x86-64 Linux: libunwind only
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 int fast_backtrace(void**, int, bool*) { return -1; }
 void forget_unwind_rules() {}
 uint64_t fast_backtrace_replays_in_this_thread() { return 0; }
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind
 
 #endif

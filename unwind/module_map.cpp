@@ -1,4 +1,4 @@
-#include "recorder/module_map.h"
+#include "unwind/module_map.h"
 
 #include <elf.h>
 #include <link.h>
@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <climits>
 
-namespace gmt::recorder {
+#include "unwind/module_ranges.h"
+
+namespace gmt::unwind {
 namespace {
 
 std::string hex(const unsigned char* bytes, size_t n) {
@@ -53,23 +55,16 @@ std::string main_executable_path() {
 
 std::vector<Module> ModuleMap::scan_new_modules() {
   std::vector<Module> all;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) -> int {
-        auto* modules = static_cast<std::vector<Module>*>(data);
-        Module m;
-        m.path = info->dlpi_name ? info->dlpi_name : "";
-        m.base = info->dlpi_addr;
-        uintptr_t high = 0;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const auto& ph = info->dlpi_phdr[i];
-          if (ph.p_type == PT_LOAD) high = std::max<uintptr_t>(high, ph.p_vaddr + ph.p_memsz);
-        }
-        m.size = high;
-        m.build_id = read_build_id(info);
-        modules->push_back(std::move(m));
-        return 0;
-      },
-      &all);
+  for_each_module([&all](const LoadedModule& module) {
+    const dl_phdr_info* info = module.info;
+    Module m;
+    m.path = info->dlpi_name ? info->dlpi_name : "";
+    m.base = info->dlpi_addr;
+    m.size = module.range.empty() ? 0 : module.range.end - info->dlpi_addr;  // to the end of the highest PT_LOAD
+    m.build_id = read_build_id(info);
+    all.push_back(std::move(m));
+    return false;
+  });
 
   std::vector<Module> fresh;
   for (auto& m : all) {
@@ -86,4 +81,4 @@ std::vector<Module> ModuleMap::scan_new_modules() {
   return fresh;
 }
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "recorder/python_layouts.h"
+#include "unwind/python_layouts.h"
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 
 // A user-space, 8-byte aligned address: what every object and frame pointer of a 64-bit CPython is.
 inline bool plausible(uintptr_t p) { return p >= 4096 && p < (uintptr_t{1} << 47) && (p & 7) == 0; }
@@ -26,4 +26,4 @@ T read_at(uintptr_t base, size_t offset) {
 size_t copy_python_str(uintptr_t text, uintptr_t unicode_type, const PythonLayout& layout, char* buf,
                        size_t capacity);
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 
 struct Module {
   std::string path;
@@ -27,4 +27,4 @@ class ModuleMap {
   std::set<std::pair<std::string, uintptr_t>> seen_;
 };
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

@@ -1,4 +1,4 @@
-// The call-frame rule of one code address on x86-64, as recorder/fast_unwind.h uses it, and where it comes
+// The call-frame rule of one code address on x86-64, as unwind/fast_unwind.h uses it, and where it comes
 // from: the module's .eh_frame (found through .eh_frame_hdr's search table), run through a CFA interpreter that
 // knows the rules gcc and clang emit for ordinary code and nothing more. Anything else is Unsupported, and the
 // walk then leaves the stack to libunwind.
@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace gmt::recorder::unwind_rules {
+namespace gmt::unwind::rules {
 
 enum class CfaKind : uint8_t {
   SpPlus,      // CFA = rsp + offset
@@ -46,4 +46,4 @@ inline Rule unsupported() { return make_rule(CfaKind::Unsupported, 0, BpKind::Un
 // cache miss, never per frame.
 Rule rule_from_eh_frame(uintptr_t pc);
 
-}  // namespace gmt::recorder::unwind_rules
+}  // namespace gmt::unwind::rules

@@ -7,7 +7,7 @@
 // object: the thread state comes from PyGILState_GetThisThreadState() (a TLS read), the frames are read by
 // the struct offsets of the running CPython version, the line comes from PyCode_Addr2Line (pure
 // computation over the code object's line table), and the names are copied out of the code object's
-// compact unicode objects. Supported: CPython 3.9 to 3.13 built with the GIL (recorder/python_layouts.h); other
+// compact unicode objects. Supported: CPython 3.9 to 3.13 built with the GIL (unwind/python_layouts.h); other
 // versions and free-threaded builds get one note on stderr and native stacks as before. GMT_NO_PYTHON_FRAMES=1
 // turns the feature off.
 //
@@ -22,9 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace gmt::recorder {
-
-inline constexpr const char* kEnvNoPythonFrames = "GMT_NO_PYTHON_FRAMES";  // "1": native stacks only
+namespace gmt::unwind {
 
 // A Python frame travels through the stack table as a tagged value in place of a return address: user-space
 // addresses never have bit 63 set. The rest of the value is the python frame's id (python_frames.id).
@@ -39,16 +37,4 @@ inline uint32_t python_frame_id(uintptr_t pc) { return static_cast<uint32_t>(pc 
 // interns its names once).
 int merge_python_frames(void* const* native, int n, uintptr_t* out, int max_out);
 
-// One row of the python_frames table: names are ids of the interned strings (recorder/strings.h).
-struct PythonFrameRow {
-  uint32_t file_id = 0;
-  uint32_t function_id = 0;
-  int32_t line = 0;  // 0: unknown
-};
-
-// Python frames interned so far: ids 1..python_frame_count(). Read by the writer without a lock (acquire);
-// every string a row names was interned before the row was published.
-uint32_t python_frame_count();
-PythonFrameRow python_frame_row(uint32_t id);
-
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

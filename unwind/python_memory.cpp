@@ -1,8 +1,8 @@
-#include "recorder/python_memory.h"
+#include "unwind/python_memory.h"
 
 #include <algorithm>
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 
 size_t copy_python_str(uintptr_t text, uintptr_t unicode_type, const PythonLayout& l, char* buf, size_t capacity) {
   if (!plausible(text) || read_at<uintptr_t>(text, kObjectTypeOffset) != unicode_type) return 0;
@@ -43,4 +43,4 @@ size_t copy_python_str(uintptr_t text, uintptr_t unicode_type, const PythonLayou
   return out;
 }
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

@@ -1,7 +1,7 @@
 // See eh_frame_rules.h. The reader of .eh_frame records (pointer encodings, CIE and FDE), the CFA program's
 // interpreter for the registers the walk needs (the CFA, rbp and the return address), and the lookup of a
 // code address's FDE through its module's .eh_frame_hdr.
-#include "recorder/eh_frame_rules.h"
+#include "unwind/eh_frame_rules.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 
@@ -9,7 +9,9 @@
 
 #include <cstring>
 
-namespace gmt::recorder::unwind_rules {
+#include "unwind/module_ranges.h"
+
+namespace gmt::unwind::rules {
 namespace {
 
 // ---- reading .eh_frame ---------------------------------------------------------------------------------------
@@ -193,8 +195,11 @@ bool run_cfa_program(Reader r, const Cie& cie, uint64_t location, uint64_t targe
         if (location > target) return true;
         continue;
       case 2:  // DW_CFA_offset
-        if (RegisterRule* rule = rule_of(low)) *rule = {RegisterRule::Offset, static_cast<int64_t>(r.uleb()) * cie.data_align};
-        else r.uleb();
+        if (RegisterRule* rule = rule_of(low)) {
+          *rule = {RegisterRule::Offset, static_cast<int64_t>(r.uleb()) * cie.data_align};
+        } else {
+          r.uleb();
+        }
         continue;
       case 3:  // DW_CFA_restore
         if (RegisterRule* rule = rule_of(low)) *rule = initial_rule_of(low);
@@ -334,23 +339,23 @@ struct FdeSearch {
 
 const uint8_t* find_fde(uintptr_t pc) {
   FdeSearch search{pc};
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void* data) -> int {
-        auto* s = static_cast<FdeSearch*>(data);
-        const uint8_t* hdr = nullptr;
-        bool holds = false;
-        for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-          uintptr_t start = info->dlpi_addr + ph.p_vaddr;
-          if (ph.p_type == PT_LOAD && s->pc >= start && s->pc < start + ph.p_memsz) holds = true;
-          if (ph.p_type == PT_GNU_EH_FRAME) hdr = reinterpret_cast<const uint8_t*>(start);
-        }
-        if (!holds) return 0;
-        s->in_module = true;
-        s->hdr = hdr;
-        return 1;
-      },
-      &search);
+  for_each_module([&search](const LoadedModule& module) {
+    if (!module.range.contains(search.pc)) return false;
+    // A segment of the module holds pc (not a gap between two of them): its .eh_frame_hdr describes pc.
+    const dl_phdr_info& info = *module.info;
+    const uint8_t* hdr = nullptr;
+    bool holds = false;
+    for (int i = 0; i < info.dlpi_phnum; ++i) {
+      const ElfW(Phdr)& ph = info.dlpi_phdr[i];
+      uintptr_t start = info.dlpi_addr + ph.p_vaddr;
+      if (ph.p_type == PT_LOAD && search.pc >= start && search.pc < start + ph.p_memsz) holds = true;
+      if (ph.p_type == PT_GNU_EH_FRAME) hdr = reinterpret_cast<const uint8_t*>(start);
+    }
+    if (!holds) return false;
+    search.in_module = true;
+    search.hdr = hdr;
+    return true;
+  });
   if (!search.hdr) return nullptr;
   const uint8_t* hdr = search.hdr;
   const auto hdr_base = reinterpret_cast<uint64_t>(hdr);
@@ -419,6 +424,6 @@ Rule rule_from_eh_frame(uintptr_t pc) {
   return make_rule(cfa, state.cfa_offset, bp, state.bp.offset);
 }
 
-}  // namespace gmt::recorder::unwind_rules
+}  // namespace gmt::unwind::rules
 
 #endif

@@ -1,4 +1,4 @@
-#include "recorder/python_frames.h"
+#include "unwind/python_frames.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -11,23 +11,26 @@
 #include <string_view>
 
 #include "recorder/python_frame_table.h"
-#include "recorder/python_layouts.h"
-#include "recorder/python_memory.h"
+#include "unwind/python_layouts.h"
+#include "unwind/module_ranges.h"
+#include "unwind/python_memory.h"
 #include "recorder/strings.h"
+#include "schema/environment.h"
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 namespace {
+
+using recorder::intern_python_frame;
+using recorder::intern_string;
+using recorder::PythonFrameRow;
 
 using GetThisThreadState = void* (*)();
 using IsInitialized = int (*)();
 using Addr2Line = int (*)(void* code, int byte_offset);
 using GetVersion = const char* (*)();
 
-struct Range {
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-  bool holds(uintptr_t pc) const { return pc >= begin && pc < end; }
-};
+// A range of code addresses: a module, or one function.
+using Range = ModuleRange;
 
 // What the first stack capture found out about the process; never changes afterwards.
 struct Interpreter {
@@ -50,26 +53,7 @@ Range module_range_of(const void* address, bool& is_python_named) {
   Dl_info info{};
   is_python_named = false;
   if (dladdr(address, &info) == 0 || info.dli_fbase == nullptr) return range;
-  struct Search {
-    uintptr_t base;
-    Range* range;
-    bool* python_named;
-  } search{reinterpret_cast<uintptr_t>(info.dli_fbase), &range, &is_python_named};
-  dl_iterate_phdr(
-      [](dl_phdr_info* phdr_info, size_t, void* data) -> int {
-        auto* s = static_cast<Search*>(data);
-        uintptr_t low = UINTPTR_MAX, high = 0;
-        for (int i = 0; i < phdr_info->dlpi_phnum; ++i) {
-          const auto& ph = phdr_info->dlpi_phdr[i];
-          if (ph.p_type != PT_LOAD) continue;
-          low = std::min<uintptr_t>(low, phdr_info->dlpi_addr + ph.p_vaddr);
-          high = std::max<uintptr_t>(high, phdr_info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
-        }
-        if (s->base < low || s->base >= high) return 0;
-        *s->range = Range{low, high};
-        return 1;
-      },
-      &search);
+  range = module_range_containing(reinterpret_cast<uintptr_t>(info.dli_fbase));
   // Only a module that is plainly the interpreter has its other frames dropped: an application that links
   // Python into its own executable keeps its frames.
   std::string_view path = info.dli_fname ? info.dli_fname : "";
@@ -93,7 +77,7 @@ int detect_minor_version() {
 
 Interpreter find_interpreter() {
   Interpreter py;
-  const char* off = std::getenv(kEnvNoPythonFrames);
+  const char* off = std::getenv(schema::env::kNoPythonFrames);
   if (off && std::strcmp(off, "1") == 0) return py;
   void* this_thread_state = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
   if (!this_thread_state) return py;  // not a CPython process
@@ -301,9 +285,9 @@ int merge_python_frames(void* const* native, int n, uintptr_t* out, int max_out)
   bool in_interpreter = false, run_emitted = false;
   for (int i = 0; i < n && written < max_out; ++i) {
     auto pc = reinterpret_cast<uintptr_t>(native[i]);
-    if (py.module.holds(pc - 1)) {
+    if (py.module.contains(pc - 1)) {
       if (!in_interpreter) in_interpreter = true, run_emitted = false;
-      if (py.eval_loop.holds(pc - 1)) {
+      if (py.eval_loop.contains(pc - 1)) {
         emit_run();
         run_emitted = true;
         continue;
@@ -320,4 +304,4 @@ int merge_python_frames(void* const* native, int n, uintptr_t* out, int max_out)
   return written;
 }
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

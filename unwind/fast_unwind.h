@@ -10,14 +10,14 @@
 //
 // Exact or nothing: wherever a frame needs more than those rules (signal frames, DWARF expressions other
 // than gcc's stack realignment, code without unwind information, a stack outside the thread's own), the
-// walk gives up and the caller uses libunwind for the whole stack. tests/unit/fast_unwind_test.cpp and the
-// `GMT_UNWIND_CHECK=1` mode (both walks on every stack, mismatches counted in the trace) check that the two
+// walk gives up and the caller uses libunwind for the whole stack. tests/unwind/fast_unwind_test.cpp and the
+// `GMT_UNWIND=check` mode (both walks on every stack, mismatches counted in the trace) check that the two
 // agree frame for frame.
 #pragma once
 
 #include <cstdint>
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 
 // Fills `frames` with up to `max_frames` return addresses, innermost first, starting with the return address
 // into this function's caller: the same list unw_backtrace gives when called from that place. Returns how
@@ -44,4 +44,4 @@ void forget_unwind_rules();
 // How many of this thread's walks were answered from the previous walk without walking (for tests).
 uint64_t fast_backtrace_replays_in_this_thread();
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-namespace gmt::recorder {
+namespace gmt::unwind {
 
 // What a thread's frame chain is made of.
 enum class FrameChain {
@@ -183,4 +183,4 @@ inline const PythonLayout* python_layout_for(int minor) {
   }
 }
 
-}  // namespace gmt::recorder
+}  // namespace gmt::unwind

@@ -1,0 +1,88 @@
+// Every GMT_* environment variable, by name: the second contract between the two sides, after the trace's tables.
+// `gpumemtrace run` (cli/) sets them for the app; the preload library (recorder/, interpose/, cupti/, nvtx/), the
+// in-process Python package (python/) and the simulated runtime (tests/simcuda/) read them. Nothing else spells a
+// GMT_* name. docs/trace-format.md and `gpumemtrace run --help` document what users may set by hand.
+//
+// The Python package reads this list from python/gpumemtrace_inprocess/environment.py, which
+// schema/environment_to_python.cmake generates from this file (kTorchBlocks -> TORCH_BLOCKS); the build fails when
+// the two differ. Keep the one form the generator reads: `inline constexpr const char* kName = "GMT_NAME";`, one
+// per line.
+#pragma once
+
+namespace gmt::schema::env {
+
+// ---- set by `gpumemtrace run`, read by the preload library ----------------------------------------------------
+
+// The trace path pattern: %p pid, %r rank, %d local GPU, %h host, %% (schema/trace_naming.h).
+inline constexpr const char* kOutput = "GMT_OUTPUT";
+// The pid of the process `run` started: any other process (a forked or exec'ed child) gets its own trace name.
+inline constexpr const char* kRootPid = "GMT_ROOT_PID";
+// A file where every traced process appends its trace's path, so that `run` finds them all after the run.
+inline constexpr const char* kRegistry = "GMT_REGISTRY";
+// "1": record events without call stacks.
+inline constexpr const char* kNoStacks = "GMT_NO_STACKS";
+// "1": frees take call stacks too. Off by default: the analysis never uses a free's stack (leaks, peaks and growth
+// are attributed to the allocating stack), and the walk is the costliest part of recording an event.
+inline constexpr const char* kFreeStacks = "GMT_FREE_STACKS";
+// "1": the CLI put the simulated runtime first (`run --simulate`).
+inline constexpr const char* kSimulated = "GMT_SIMULATED";
+// How stacks are walked (unwind/fast_unwind.h): "fast" (the default: the CFI-rule walker, libunwind where it gives
+// up), "libunwind" (libunwind only: the behaviour before the fast walker, for comparisons), "check" (both on every
+// stack, disagreements counted in the trace; slow, for verification).
+inline constexpr const char* kUnwind = "GMT_UNWIND";
+// Which capture path counts (recorder/backend.h): "auto" (the default), "cupti", "hooks" or "runtime".
+inline constexpr const char* kBackend = "GMT_BACKEND";
+// The full path of libcupti for the CUPTI backend (cupti/cupti_loader.h); `run` finds the toolkit's, or passes on
+// the user's.
+inline constexpr const char* kCuptiLibrary = "GMT_CUPTI_LIBRARY";
+// The NVTX injection library that NVTX_INJECTION64_PATH named before `run` pointed it at us (e.g. Nsight
+// Systems): loaded and initialized by us, for every NVTX copy, and handed every call (nvtx/, chaining).
+inline constexpr const char* kNvtxChain = "GMT_NVTX_CHAIN";
+// "1": emit gpumemtrace's own markers and ranges in the NVTX domain "gpumemtrace" (run --nvtx-emit).
+inline constexpr const char* kNvtxEmit = "GMT_NVTX_EMIT";
+// Bytes: a marker each time live bytes pass a new multiple of this (run --nvtx-peak-step; 0: none).
+inline constexpr const char* kNvtxPeakStep = "GMT_NVTX_PEAK_STEP";
+// "1" (`run --verify`): both driver-level backends record every event, for the cross-check (recorder/backend.h).
+inline constexpr const char* kVerify = "GMT_VERIFY";
+
+// ---- set by `gpumemtrace run`, read by the in-process Python package ------------------------------------------
+
+// The preload library's path: the package reaches it with ctypes (python/gpumemtrace_inprocess/native.py).
+inline constexpr const char* kLibrary = "GMT_LIBRARY";
+// "1": python/sitecustomize.py starts the package (`run` sets "0" with --no-python-hooks).
+inline constexpr const char* kPythonHooks = "GMT_PYTHON_HOOKS";
+// "0": do not track PyTorch's tensors (`run --no-torch-blocks`; python/gpumemtrace_inprocess/torch_tracker.py).
+inline constexpr const char* kTorchBlocks = "GMT_TORCH_BLOCKS";
+
+// ---- read only, for users and tests that set them by hand ------------------------------------------------------
+
+// "monotonic": time events with clock_gettime(CLOCK_MONOTONIC) even where the TSC could be used
+// (recorder/event_clock.h); "tsc", the default, uses it where the kernel's clock is the TSC.
+inline constexpr const char* kEventClock = "GMT_EVENT_CLOCK";
+// "0": no fatal-signal handler at all (recorder/fatal_signals.h): the app's dispositions stay untouched, and a crash
+// loses up to the last 200 ms of events.
+inline constexpr const char* kSignalFlush = "GMT_SIGNAL_FLUSH";
+// "1": native stacks only, no Python frames (unwind/python_frames.h).
+inline constexpr const char* kNoPythonFrames = "GMT_NO_PYTHON_FRAMES";
+// "1": keep CUPTI's runtime-API callbacks on throughout (cupti/runtime_naming.h: the old behaviour, for comparisons).
+inline constexpr const char* kCuptiRuntimeCallbacks = "GMT_CUPTI_RUNTIME_CALLBACKS";
+// "1": a stderr line at each switch of those callbacks.
+inline constexpr const char* kDebugCuptiNaming = "GMT_DEBUG_CUPTI_NAMING";
+// "1": a stderr line per driver entry point handed out or refused (interpose/driver_hook_table.h).
+inline constexpr const char* kDebugDriverHooks = "GMT_DEBUG_DRIVER_HOOKS";
+// Milliseconds between cadence samples of a framework allocator's statistics (default 100; "0": none)
+// (python/gpumemtrace_inprocess/allocator_stats.py).
+inline constexpr const char* kAllocatorSampleMs = "GMT_ALLOCATOR_SAMPLE_MS";
+// Where the PyTorch bridge is built and found, one file per torch build (python/gpumemtrace_inprocess/torch_tracker.py).
+inline constexpr const char* kTorchBridgeCache = "GMT_TORCH_BRIDGE_CACHE";
+
+// ---- the simulated CUDA runtime (tests/simcuda/README.md) ------------------------------------------------------
+
+// "1": no banner on stderr (`run --simulate` says it once itself).
+inline constexpr const char* kSimQuiet = "GMT_SIM_QUIET";
+// The number of simulated devices (default 1; 0: calls return cudaErrorNoDevice).
+inline constexpr const char* kSimDeviceCount = "GMT_SIM_DEVICE_COUNT";
+// Each device's capacity: bytes, or with a K/M/G/T suffix (default 16 GiB).
+inline constexpr const char* kSimDeviceBytes = "GMT_SIM_DEVICE_BYTES";
+
+}  // namespace gmt::schema::env
