@@ -114,7 +114,7 @@ void record_ipc_open(const DriverCall& call, uint64_t address) {
   if (range.device >= 0) on_device.device = range.device;
   EventRecord e = make_driver_event(on_device, schema::EventKind::Alloc, schema::MemoryKind::IpcImported);
   e.call.address = address;
-  e.call.size = range.call.size;
+  e.call.size = range.size;
   record(e, /*take_stack=*/true);
 }
 
