@@ -96,8 +96,12 @@ EXPECTED_DEVICES = [
 class DriverBackendsTest(TraceDirTestCase):
     def profile(self, backend):
         trace = self.path(f"{backend}.db")
+        # The fake driver first on the search path: the app's RUNPATH comes after LD_LIBRARY_PATH, which names
+        # the real driver's folder on a GPU machine (seen on the H200: the real cuMemAlloc_v2 answered 201).
+        path = os.environ.get("LD_LIBRARY_PATH", "")
         result = run_cli("run", "-q", "--backend", backend, "-o", trace, "--", APP,
-                         env={"GMT_CUPTI_LIBRARY": FAKE_CUPTI})
+                         env={"GMT_CUPTI_LIBRARY": FAKE_CUPTI,
+                              "LD_LIBRARY_PATH": FAKE_DIR + (":" + path if path else "")})
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertIn("driver_app: done", result.stdout)
         return sqlite3.connect(trace)
