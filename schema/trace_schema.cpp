@@ -41,6 +41,7 @@ std::string_view to_string(MemoryKind kind) {
     case MemoryKind::VmmPhysical: return "vmm_physical";
     case MemoryKind::IpcImported: return "ipc_imported";
     case MemoryKind::TensorBlock: return "tensor_block";
+    case MemoryKind::HeapBlock: return "heap_block";
   }
   return "unknown";
 }
@@ -101,6 +102,11 @@ std::string_view to_string(Api api) {
     case Api::graphMemAlloc: return "graph_mem_alloc";
     case Api::graphMemFree: return "graph_mem_free";
     case Api::cuGraphAddMemAllocNode: return "cuGraphAddMemAllocNode";
+    case Api::nvtxMemHeapRegister: return "nvtxMemHeapRegister";
+    case Api::nvtxMemHeapUnregister: return "nvtxMemHeapUnregister";
+    case Api::nvtxMemRegionsRegister: return "nvtxMemRegionsRegister";
+    case Api::nvtxMemRegionsUnregister: return "nvtxMemRegionsUnregister";
+    case Api::nvtxMemHeapReset: return "nvtxMemHeapReset";
   }
   return "unknown";
 }
@@ -111,6 +117,7 @@ std::string_view to_string(Source source) {
     case Source::Cupti: return "cupti";
     case Source::DriverHook: return "driver_hook";
     case Source::TorchAllocator: return "torch_allocator";
+    case Source::NvtxMemory: return "nvtx_memory";
   }
   return "unknown";
 }

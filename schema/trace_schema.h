@@ -24,8 +24,10 @@ namespace gmt::schema {
 // by meta verify_backend is the cross-check's and is never counted (readers of v6 would count both); a framework
 // allocator's segments (event kinds SegmentAlloc, SegmentFree) and its blocks recorded as they happen, from
 // PyTorch's trace tracker (events of source TorchAllocator are in time order with all others); CUDA graphs' memory
-// nodes (GraphAllocNode, and Alloc/Free of api graphMemAlloc/graphMemFree at launches). No table changes.
-inline constexpr int kSchemaVersion = 7;
+// nodes (GraphAllocNode, and Alloc/Free of api graphMemAlloc/graphMemFree at launches). No table changes. 8 = heaps
+// and regions described with the NVTX memory API (source NvtxMemory, memory kind HeapBlock, apis nvtxMem*), and
+// the app's exit status in meta. No table changes.
+inline constexpr int kSchemaVersion = 8;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -91,6 +93,9 @@ enum class MemoryKind : uint8_t {
   // A block PyTorch's caching allocator handed to a tensor (the block-level mode, v6; source TorchAllocator).
   // It lives inside device memory already counted as Device or VmmPhysical: never added to device totals.
   TensorBlock = 6,
+  // A region that an allocator described with the NVTX memory API (nvtxMemRegionsRegister) inside one of its heaps
+  // (v8; source NvtxMemory). Like TensorBlock, it lives inside device memory already counted at the CUDA level.
+  HeapBlock = 7,
 };
 
 // Which hooked function produced an event. Driver-API and CUPTI ids are appended by later versions.
@@ -157,6 +162,12 @@ enum class Api : uint8_t {
   graphMemAlloc = 51,
   graphMemFree = 52,
   cuGraphAddMemAllocNode = 53,  // a GraphAllocNode added to a graph by hand (not by stream capture)
+  // v8: an allocator's heaps and regions described with the NVTX memory API (nvtx3/nvToolsExtMem.h).
+  nvtxMemHeapRegister = 54,     // SegmentAlloc: a heap's range
+  nvtxMemHeapUnregister = 55,   // SegmentFree: the heap, and Free of every region still in it
+  nvtxMemRegionsRegister = 56,  // Alloc (memory kind HeapBlock): a region handed out inside a heap
+  nvtxMemRegionsUnregister = 57,
+  nvtxMemHeapReset = 58,        // Free of every region of a heap, which stays registered
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -167,6 +178,9 @@ enum class Source : uint8_t {
   // PyTorch's caching allocator: its blocks and segments (v6: drained from its memory history; v7: from its trace
   // tracker, as they happen). Its events never decide which capture path counts for CUDA-level memory.
   TorchAllocator = 4,
+  // An allocator that describes its heaps and regions with the NVTX memory API (v8; nvtx/): same model as
+  // TorchAllocator, heaps as SegmentAlloc/SegmentFree, regions as Alloc/Free of memory kind HeapBlock.
+  NvtxMemory = 5,
 };
 
 // pool_usage.pool of a sample of a device's CUDA graph memory pool (v7; cuDeviceGetGraphMemAttribute), which has no
@@ -199,9 +213,9 @@ std::string_view to_string(SampleTrigger trigger);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
 inline constexpr int kMaxEventKind = 24;
-inline constexpr int kMaxMemoryKind = 6;
-inline constexpr int kMaxApi = 53;
-inline constexpr int kMaxSource = 4;
+inline constexpr int kMaxMemoryKind = 7;
+inline constexpr int kMaxApi = 58;
+inline constexpr int kMaxSource = 5;
 inline constexpr int kMaxFrameworkAllocator = 5;
 inline constexpr int kMaxSampleTrigger = 4;
 
