@@ -12,6 +12,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace gmt::nvtx {
 
@@ -50,5 +51,35 @@ struct Chain {
 // NVTX copy whose chained initialization succeeded, before our handlers are installed in that copy.
 extern std::atomic<const Chain*> g_chain;
 inline const Chain* chain() { return g_chain.load(std::memory_order_acquire); }
+
+// NVTX's memory extension (module NVTX_EXT_MODULEID_MEM, nvtx3/nvToolsExtMem.h): the function slots we fill
+// (nvtx/memory.cpp). An extension module has no callback table: NVTX hands the tool an array of function slots,
+// indexed by NVTX3EXT_CBID_*, in InitializeInjectionNvtxExtension (nvtx/injection.cpp). Every other slot of the
+// module (names, permissions, the CUDA-runtime part) keeps whatever the chained tool installed.
+enum class MemCallback : unsigned {
+  HeapRegister, HeapUnregister, HeapReset, RegionsRegister, RegionsResize, RegionsUnregister,
+  Count
+};
+inline constexpr unsigned kMemCallbacks = static_cast<unsigned>(MemCallback::Count);
+
+struct HandledSlot {
+  unsigned slot;     // NVTX3EXT_CBID_*
+  intptr_t handler;  // ours
+};
+// Indexed by MemCallback.
+const HandledSlot* handled_memory_slots();
+
+// The chained tool's functions for those slots, read back after its InitializeInjectionNvtxExtension filled a
+// copy's memory module; 0 where it installed nothing. Set once, like g_chain.
+struct MemChain {
+  intptr_t fn[kMemCallbacks] = {};
+
+  template <typename F>
+  F get(MemCallback c) const {
+    return reinterpret_cast<F>(fn[static_cast<unsigned>(c)]);
+  }
+};
+extern std::atomic<const MemChain*> g_mem_chain;
+inline const MemChain* mem_chain() { return g_mem_chain.load(std::memory_order_acquire); }
 
 }  // namespace gmt::nvtx

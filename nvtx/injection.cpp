@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "nvtx/chain.h"
 #include "nvtx/nvtx_settings.h"
+#include <nvtx3/nvToolsExtMem.h>  // NVTX_EXT_MODULEID_MEM and the extension types; chain.h set NVTX_NO_IMPL
 #include "recorder/guard.h"
 #include "schema/environment.h"
 
@@ -235,6 +237,59 @@ bool initialize_copy(NvtxGetExportTableFunc_t get_export_table) {
   return true;
 }
 
+// NVTX's extension slot states (nvtxExtImpl.h: FRESH 0 .. INIT_FN_FAILED 4): no function.
+bool is_function(intptr_t slot) { return slot > 4; }
+
+bool is_memory_module(const nvtxExtModuleInfo_t* info) {
+  return info->structSize >= sizeof(nvtxExtModuleInfo_t) && info->moduleId == NVTX_EXT_MODULEID_MEM &&
+         info->segmentsCount >= 1 && info->segments && info->segments[0].functionSlots;
+}
+
+// One NVTX copy's memory module (nvtx/memory.cpp): as for the core tables, the chained tool first fills the
+// module's slots, we read back what it put in the slots we handle (our handlers forward to it) and leave the rest
+// to it; if it refuses, the slots are put back. We attach even without a tool, or when it refuses: a slot left
+// empty is then disabled by NVTX, as without any tool.
+int initialize_memory_module(nvtxExtModuleInfo_t* info, ExtensionInit chained_init) {
+  nvtxExtModuleSegment_t& segment = info->segments[0];
+  intptr_t* slots = segment.functionSlots;
+  const size_t count = segment.slotCount;
+  const HandledSlot* handled = handled_memory_slots();
+  auto slot = [&](MemCallback c) -> intptr_t* {
+    unsigned id = handled[static_cast<unsigned>(c)].slot;
+    return id < count ? &slots[id] : nullptr;
+  };
+  if (intptr_t* first = slot(MemCallback::HeapRegister); first && *first == handled[0].handler) return 1;  // seen
+  std::vector<intptr_t> before(slots, slots + count);
+  if (chained_init) {
+    t_in_chained_init = true;
+    int result = chained_init(info);
+    t_in_chained_init = false;
+    if (result == 0) {
+      std::copy(before.begin(), before.end(), slots);
+    } else {
+      MemChain c;
+      for (unsigned i = 0; i < kMemCallbacks; ++i) {
+        intptr_t* s = slot(static_cast<MemCallback>(i));
+        if (s && *s != before[handled[i].slot] && is_function(*s)) c.fn[i] = *s;
+      }
+      const MemChain* current = mem_chain();
+      if (!current) {
+        g_mem_chain.store(new MemChain(c), std::memory_order_release);  // never freed, like g_chain
+      } else if (!std::equal(std::begin(c.fn), std::end(c.fn), std::begin(current->fn))) {
+        static bool warned = false;
+        if (!warned) warn("the chained NVTX tool installed different memory-API handlers in one library's NVTX; its "
+                          "heaps and regions are left to that tool and not recorded");
+        warned = true;
+        return result;
+      }
+    }
+  }
+  for (unsigned i = 0; i < kMemCallbacks; ++i) {
+    if (intptr_t* s = slot(static_cast<MemCallback>(i))) *s = handled[i].handler;
+  }
+  return 1;
+}
+
 }  // namespace
 }  // namespace gmt::nvtx
 
@@ -250,17 +305,20 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
 }
 
 // NVTX's extensions (payloads, counters, the memory API, ...) load the same library and call this per module.
-// We capture none of them: the chained tool gets each module as if it were loaded directly (it fills the
-// module's function slots itself); without one the module stays disabled, as it would without any tool.
+// The memory API's module is ours too (initialize_memory_module). Every other module goes to the chained tool as
+// if it were loaded directly (it fills the module's function slots itself); without one it stays disabled, as it
+// would without any tool.
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(void* module_info) {
   using namespace gmt::nvtx;
   if (!module_info || t_in_chained_init) return 0;
   gmt::recorder::HookScope scope;
+  auto* info = static_cast<nvtxExtModuleInfo_t*>(module_info);
   ExtensionInit init;
   {
     std::lock_guard lock(g_mutex);
     chain_init();
     init = g_chain_library.extension_init;
+    if (is_memory_module(info)) return initialize_memory_module(info, init);
   }
   return init ? init(module_info) : 0;
 }

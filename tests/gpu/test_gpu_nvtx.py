@@ -1,6 +1,7 @@
 """NVTX on the GPU: the application's ranges are captured under the driver-level backends exactly as under the
-simulated runtime, a PyTorch script's torch.cuda.nvtx ranges land in the trace, and `report` attributes memory
-to the ranges (memory by range, growth per repetition). Skips without a GPU."""
+simulated runtime, a PyTorch script's torch.cuda.nvtx ranges land in the trace, `report` attributes memory
+to the ranges (memory by range, growth per repetition), and samples/nvtx_heap's NVTX memory-API heaps and regions
+are the same events as under the simulated runtime, alone and chained. Skips without a GPU."""
 import collections
 import os
 import shutil
@@ -12,9 +13,14 @@ import unittest
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 sys.path.insert(0, os.path.join(HERE, "..", "nvtx"))
+# The recording NVTX tool of the chained memory-API test, where the e2e suites find it.
+os.environ.setdefault("GMT_NVTX_TEST_DIR",
+                      os.path.join(os.environ.get("GMT_BUILD_DIR", "build"), "tests", "nvtx"))
 from gmt_e2e import CLI, TraceDirTestCase, marker_line, parse_truth, report_json, run_cli, sample  # noqa: E402
 from nvtx_support import EXPECTED_MARKS, EXPECTED_RANGES, NVTX_SAMPLE, read_marks, read_ranges  # noqa: E402
 from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
+from test_nvtx_memory import HEAP_SAMPLE, HeapEventsMixin  # noqa: E402
+from nvtx_support import RECORDING_LIBRARY, environment, read_recording, run_gmt  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 
@@ -150,6 +156,54 @@ class GpuNvtxTest(TraceDirTestCase):
         self.assertEqual(in_leak["totals"]["allocated_bytes"], 6 * 32 * MiB)
         print(f"FIGURE torch.cuda.nvtx memory per range: load weights {weights['allocated_bytes']} B, "
               f"train step {train['allocations']} cudaMalloc(s), leak step +32 MiB per repetition")
+
+
+class GpuHeapTestBase(HeapEventsMixin, TraceDirTestCase):
+    """samples/nvtx_heap on the GPU under one backend (and, with `chained`, behind the recording NVTX tool): the
+    exact events, stacks and handles of the simulated runtime's test (tests/nvtx/test_nvtx_memory.py)."""
+    backend = None
+    chained = False
+
+    @classmethod
+    def setUpClass(cls):
+        if cls.backend is None:
+            raise unittest.SkipTest("base class")
+        cls.workdir = TraceDirTestCase()
+        cls.workdir.setUp()
+        cls.trace = cls.workdir.path(f"heap-{cls.backend}.db")
+        cls.raw = subprocess.run([HEAP_SAMPLE], env=environment(), capture_output=True, text=True, timeout=120)
+        env = None
+        if cls.chained:
+            cls.record = cls.workdir.path("record.txt")
+            env = {"NVTX_INJECTION64_PATH": RECORDING_LIBRARY, "GMT_TEST_NVTX_RECORD": cls.record}
+        cls.traced = run_gmt("run", "-q", "--backend", cls.backend, "-o", cls.trace, "--", HEAP_SAMPLE, env=env)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.backend is not None:
+            cls.workdir.tearDown()
+
+    def test_handles(self):
+        bases, handles = self.bases()
+        if self.chained:
+            self.assertNotEqual(bases, handles)  # the tool's own handles
+            lines = [f for f in read_recording(self.record) if f[0].startswith("mem_")]
+            self.assertEqual(len(lines), 15)
+        else:
+            self.assertEqual(bases, handles)
+
+
+class GpuHeapHooksTest(GpuHeapTestBase):
+    backend = "hooks"
+
+
+class GpuHeapCuptiTest(GpuHeapTestBase):
+    backend = "cupti"
+
+
+class GpuHeapChainedTest(GpuHeapTestBase):
+    backend = "hooks"
+    chained = True
 
 
 if __name__ == "__main__":

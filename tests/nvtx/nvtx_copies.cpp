@@ -21,7 +21,8 @@ int main() {
   std::printf("push after %d\n", nvtxRangePushA("after second init"));
   std::printf("pop after %d\n", nvtxRangePop());
 
-  // An NVTX extension (the memory API): gpumemtrace passes its module on to a chained tool untouched.
+  // An NVTX extension (the memory API): a chained tool still gets the module and this call (a heap without an
+  // address, which gpumemtrace does not record).
   nvtxMemVirtualRangeDesc_t range{};
   range.size = 4096;
   nvtxMemHeapDesc_t heap{};

@@ -17,16 +17,23 @@
 //   start          <domain> <message> <id>
 //   end            <domain> <id> <known|UNKNOWN>
 //   mark           <domain> <message> <payload or ->
-//   ext_init       <module id>   (an NVTX extension module, e.g. the memory API; its calls stay no-ops here,
-//                                 except the counters module's, recorded as below)
+//   ext_init       <module id>   (an NVTX extension module; its calls stay no-ops here, except the counters
+//                                 module's and the memory API's, recorded as below)
 //   counter_register <domain> <name> <schema id>
 //   counter        <domain> <counter name> <value>   (nvtxCounterSampleInt64)
+//   mem_heap_register      <domain> <size>      (hands out handles of its own, never the heap's address)
+//   mem_heap_unregister    <domain> <known|UNKNOWN>
+//   mem_heap_reset         <domain> <known|UNKNOWN>
+//   mem_regions_register   <domain> <heap: known|UNKNOWN> <sizes, comma-separated>   (writes handles of its own)
+//   mem_regions_resize     <domain> <sizes>
+//   mem_regions_unregister <domain> <pointer|handle> <count> <handles it made among them>
 // A message is the text, "(registered:<text>)" for a registered string of ours, "BAD_STRING" for a registered
 // handle we never made, "(null)" for none.
 #define NVTX_NO_IMPL
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCounters.h>
+#include <nvtx3/nvToolsExtMem.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -217,6 +224,64 @@ void counter_sample_int64(nvtxDomainHandle_t d, uint64_t id, int64_t value) {
   emit("counter\t" + domain_name(d) + "\t" + name + "\t" + std::to_string(value));
 }
 
+// The memory API: handles are fresh allocations of ours, so that a handle gpumemtrace made up shows as UNKNOWN.
+std::set<const void*>* g_heaps = new std::set<const void*>;
+std::set<const void*>* g_regions = new std::set<const void*>;
+
+std::string known(std::set<const void*>* handles, const void* handle) {
+  std::lock_guard lock(g_mutex);
+  return handles->count(handle) ? "known" : "UNKNOWN";
+}
+
+std::string sizes(const void* elements, size_t stride, size_t count) {
+  std::string out;
+  for (size_t i = 0; elements && i < count; ++i) {
+    auto* range = reinterpret_cast<const nvtxMemVirtualRangeDesc_t*>(static_cast<const char*>(elements) + i * stride);
+    out += (i ? "," : "") + std::to_string(range->size);
+  }
+  return out.empty() ? "-" : out;
+}
+
+nvtxMemHeapHandle_t mem_heap_register(nvtxDomainHandle_t d, const nvtxMemHeapDesc_t* desc) {
+  auto* range = desc ? static_cast<const nvtxMemVirtualRangeDesc_t*>(desc->typeSpecificDesc) : nullptr;
+  emit("mem_heap_register\t" + domain_name(d) + "\t" + (range ? std::to_string(range->size) : "-"));
+  auto* handle = reinterpret_cast<nvtxMemHeapHandle_t>(new char);
+  std::lock_guard lock(g_mutex);
+  g_heaps->insert(handle);
+  return handle;
+}
+void mem_heap_unregister(nvtxDomainHandle_t d, nvtxMemHeapHandle_t heap) {
+  emit("mem_heap_unregister\t" + domain_name(d) + "\t" + known(g_heaps, heap));
+}
+void mem_heap_reset(nvtxDomainHandle_t d, nvtxMemHeapHandle_t heap) {
+  emit("mem_heap_reset\t" + domain_name(d) + "\t" + known(g_heaps, heap));
+}
+void mem_regions_register(nvtxDomainHandle_t d, const nvtxMemRegionsRegisterBatch_t* b) {
+  if (!b) return emit("mem_regions_register\t" + domain_name(d) + "\t(null)");
+  emit("mem_regions_register\t" + domain_name(d) + "\t" + known(g_heaps, b->heap) + "\t" +
+       sizes(b->regionDescElements, b->regionDescElementSize, b->regionCount));
+  for (size_t i = 0; b->regionHandleElementsOut && i < b->regionCount; ++i) {
+    auto* handle = reinterpret_cast<nvtxMemRegionHandle_t>(new char);
+    b->regionHandleElementsOut[i] = handle;
+    std::lock_guard lock(g_mutex);
+    g_regions->insert(handle);
+  }
+}
+void mem_regions_resize(nvtxDomainHandle_t d, const nvtxMemRegionsResizeBatch_t* b) {
+  emit("mem_regions_resize\t" + domain_name(d) + "\t" +
+       (b ? sizes(b->regionDescElements, b->regionDescElementSize, b->regionDescCount) : "(null)"));
+}
+void mem_regions_unregister(nvtxDomainHandle_t d, const nvtxMemRegionsUnregisterBatch_t* b) {
+  if (!b) return emit("mem_regions_unregister\t" + domain_name(d) + "\t(null)");
+  size_t made = 0;
+  for (size_t i = 0; b->refElements && i < b->refCount; ++i) {
+    if (b->refType == NVTX_MEM_REGION_REF_TYPE_HANDLE && known(g_regions, b->refElements[i].handle) == "known") ++made;
+  }
+  emit("mem_regions_unregister\t" + domain_name(d) + "\t" +
+       (b->refType == NVTX_MEM_REGION_REF_TYPE_HANDLE ? "handle" : "pointer") + "\t" + std::to_string(b->refCount) +
+       "\t" + std::to_string(made));
+}
+
 template <typename F>
 void set(NvtxFunctionTable table, unsigned size, unsigned id, F f) {
   if (table && id < size && table[id]) *table[id] = reinterpret_cast<NvtxFunctionPointer>(f);
@@ -267,7 +332,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(N
 }
 
 // NVTX extensions: record that the module reached us; attach to the counters module (its register and int64
-// sample slots), and nothing else (other modules' calls become no-ops).
+// sample slots) and to the memory API (heaps and regions), and nothing else (other modules' calls become no-ops).
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtxExtension(void* module_info) {
   if (g_fd < 0 || !module_info) return 0;
   auto* info = static_cast<nvtxExtModuleInfo_t*>(module_info);
@@ -277,6 +342,18 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtxExt
     if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxCounterSampleInt64) {
       segment.functionSlots[NVTX3EXT_CBID_nvtxCounterRegister] = reinterpret_cast<intptr_t>(&counter_register);
       segment.functionSlots[NVTX3EXT_CBID_nvtxCounterSampleInt64] = reinterpret_cast<intptr_t>(&counter_sample_int64);
+    }
+  }
+  if (info->moduleId == NVTX_EXT_MODULEID_MEM && info->segmentsCount > 0 && info->segments) {
+    nvtxExtModuleSegment_t& segment = info->segments[0];
+    if (segment.functionSlots && segment.slotCount > NVTX3EXT_CBID_nvtxMemRegionsUnregister) {
+      segment.functionSlots[NVTX3EXT_CBID_nvtxMemHeapRegister] = reinterpret_cast<intptr_t>(&mem_heap_register);
+      segment.functionSlots[NVTX3EXT_CBID_nvtxMemHeapUnregister] = reinterpret_cast<intptr_t>(&mem_heap_unregister);
+      segment.functionSlots[NVTX3EXT_CBID_nvtxMemHeapReset] = reinterpret_cast<intptr_t>(&mem_heap_reset);
+      segment.functionSlots[NVTX3EXT_CBID_nvtxMemRegionsRegister] = reinterpret_cast<intptr_t>(&mem_regions_register);
+      segment.functionSlots[NVTX3EXT_CBID_nvtxMemRegionsResize] = reinterpret_cast<intptr_t>(&mem_regions_resize);
+      segment.functionSlots[NVTX3EXT_CBID_nvtxMemRegionsUnregister] =
+          reinterpret_cast<intptr_t>(&mem_regions_unregister);
     }
   }
   return 1;
