@@ -109,13 +109,16 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
     if (item.stack_id === 0) return '(no call stack recorded)';
     if (item.stack_missing) return '(call stack ' + item.stack_id + ' is missing from the trace)';
     if (item.stack.length === 0) return '(empty call stack)';
-    return frameText(item.stack[0]);
+    if (item.user_frame) return item.user_frame;
+    return item.stack_view ? item.stack_view[0] : frameText(item.stack[0]);
   }
-  // The innermost frame, unfolding to the whole stack (innermost first).
+  // The user's frame (else the innermost), unfolding to the stack as the text report shows it: start frames
+  // dropped, framework frames folded, long C++ names shortened (JSON's stack[] keeps every frame).
   function stackCell(item) {
-    if (item.stack.length <= 1) return el('td', { class: 'frame' }, stackSummary(item));
+    var lines = item.stack_view || item.stack.map(frameText);
+    if (lines.length <= 1) return el('td', { class: 'frame' }, stackSummary(item));
     var list = el('ol', { start: 0 });
-    item.stack.forEach(function (frame) { list.appendChild(el('li', { class: 'frame' }, frameText(frame))); });
+    lines.forEach(function (line) { list.appendChild(el('li', { class: 'frame' }, line)); });
     return el('td', {}, el('details', {}, el('summary', { class: 'frame' }, stackSummary(item)), list));
   }
   function numCell(value, text) { return el('td', { class: 'num', 'data-bytes': value }, text); }
@@ -276,6 +279,26 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
     return el('div', { class: 'plot' }, el('h3', {}, deviceName(device) + (peak ? ': peak ' + bytes(peak.bytes) : '')), svg, legend);
   }
 
+  // ---- the answer first: findings, largest first (analysis/findings.h) ----
+  var found = section('Findings, largest first', 'findings');
+  if (!data.findings.length) {
+    append(found, el('p', { class: data.trace.complete && !data.trace.dropped_events ? 'muted' : 'warning' },
+                     data.trace.complete && !data.trace.dropped_events
+                       ? (data.totals.allocations ? 'None: nothing was held at exit, nothing grew steadily, no allocation failed.'
+                                                  : 'None: the trace recorded no allocations.')
+                       : 'None seen, but the trace may be missing events.'));
+  }
+  var findingList = el('ol', { class: 'findings' });
+  data.findings.forEach(function (f) {
+    var item = el('li', { class: 'finding', 'data-kind': f.kind, 'data-bytes': f.bytes }, el('strong', {}, f.verdict));
+    if (f.user_frame) append(item, el('div', { class: 'frame' }, 'at ' + f.user_frame));
+    if (f.source_text) append(item, el('div', { class: 'frame source' }, '| ' + f.source_text));
+    if (f.via) append(item, el('div', { class: 'muted' }, 'via ' + f.via));
+    if (f.detail) append(item, el('div', { class: 'muted' }, f.detail));
+    findingList.appendChild(item);
+  });
+  if (data.findings.length) append(found, findingList);
+
   var over = section('Live memory over time', 'timeline');
   var devices = devicesShown();
   if (!devices.length) append(over, el('p', { class: 'muted' }, 'Nothing was ever live.'));
@@ -343,10 +366,13 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
                                  '; the first is the warm-up).'));
   }
   data.growth.findings.forEach(function (g) {
-    var text = deviceName(g.device) + ' grows steadily at ' + bytes(Math.max(0, Math.round(g.rate_bytes_per_s))) +
-               '/s: low watermark ' + bytes(g.start_low_bytes) + ' at ' + duration(g.start_time_ns) + ' to ' +
+    // A rate per second only from 10 s of growth or more (as the text report): shorter growth is told in bytes.
+    var rateHolds = g.end_time_ns - g.start_time_ns >= 10e9;
+    var text = deviceName(g.device) + (rateHolds ? ' grows steadily at ' + bytes(Math.max(0, Math.round(g.rate_bytes_per_s))) + '/s'
+                                                 : ' grew steadily by ' + bytes(Math.max(0, g.end_low_bytes - g.start_low_bytes))) +
+               ': low watermark ' + bytes(g.start_low_bytes) + ' at ' + duration(g.start_time_ns) + ' to ' +
                bytes(g.end_low_bytes) + ' at ' + duration(g.end_time_ns);
-    if (g.projection && g.projection.seconds_until_full !== null) {
+    if (rateHolds && g.projection && g.projection.seconds_until_full !== null) {
       text += '; full in ' + duration(Math.round(g.projection.seconds_until_full * 1e9)) + ' at this rate';
     }
     append(growth, el('p', { 'class': 'growth-finding' }, text));

@@ -13,8 +13,12 @@ struct RenderOptions {
   // Leak groups shown, largest first; the rest are summarized in one line (text) or counted (JSON). The
   // model keeps every group so that this cut is the renderer's alone.
   size_t top = 10;
-  // Frames shown per stack in the text report (0: all). JSON always carries every frame.
+  // Lines shown per stack in the text report (0: all). JSON always carries every frame.
   size_t max_frames = 16;
+  // Every frame of a stack, none folded (analysis/stack_view.h); process and thread start frames stay dropped.
+  bool full_stacks = false;
+  // C++ names as recorded, template arguments and parameter lists included.
+  bool full_names = false;
 };
 
 // The report for a terminal: header, totals, peak (with a sparkline and what was live then), leaks by call

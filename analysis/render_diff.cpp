@@ -6,6 +6,7 @@
 
 #include "analysis/diff.h"
 #include "analysis/format.h"
+#include "analysis/stack_view.h"
 
 namespace gmt::analysis {
 namespace {
@@ -25,13 +26,6 @@ std::string threshold_text(const DiffOptions& options) {
   if (options.threshold_percent) return fmt::format("{}% of the base", *options.threshold_percent);
   if (options.threshold_bytes == 0) return "any growth";
   return format_bytes_exact(options.threshold_bytes);
-}
-
-std::string frame_text(const Frame& frame) {
-  std::string text = frame.function ? *frame.function : "?? " + format_pc(frame.pc);
-  if (frame.file) text += " " + *frame.file + (frame.line ? fmt::format(":{}", *frame.line) : "");
-  if (frame.module) text += " [" + path_basename(*frame.module) + "]";
-  return text;
 }
 
 void append_peak_row(std::string& out, const std::string& name, const PeakDiff& peak) {
@@ -129,11 +123,9 @@ std::string render_diff_text(const TraceDiff& diff) {
       out += fmt::format("\n  {:<6} {:>13}  {} -> {}{}\n", to_string(leak.status), signed_bytes(leak.delta()),
                          format_bytes(leak.base_bytes), format_bytes(leak.new_bytes),
                          leak.regression ? "  REGRESSION" : "");
-      const size_t shown = std::min(kDiffFrames, leak.stack.frames.size());
-      for (size_t i = 0; i < shown; ++i) out += "      at " + frame_text(leak.stack.frames[i]) + "\n";
       if (leak.stack.frames.empty()) out += "      (no call stack)\n";
-      if (shown < leak.stack.frames.size()) {
-        out += fmt::format("      ... {} more (--format json lists every frame)\n", leak.stack.frames.size() - shown);
+      for (const std::string& line : stack_view_lines(leak.stack, StackViewOptions{.max_lines = kDiffFrames})) {
+        out += (line.rfind("...", 0) == 0 ? "      " : "      at ") + line + "\n";
       }
     }
   }

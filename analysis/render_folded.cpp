@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "analysis/format.h"
+#include "analysis/stack_view.h"
 #include "analysis/render_export.h"
 
 namespace gmt::analysis {
@@ -29,20 +30,14 @@ std::string escape_frame(const std::string& text) {
   return out;
 }
 
-std::string frame_text(const Frame& frame) {
-  if (frame.function && !frame.function->empty()) return escape_frame(*frame.function);
-  if (frame.module) return escape_frame(path_basename(*frame.module)) + "@" + format_pc(frame.pc);
-  return format_pc(frame.pc);
-}
-
 std::string folded_stack(const Stack& stack) {
   if (stack.id == 0) return "(no call stack recorded)";
   if (stack.missing) return fmt::format("(call stack {} missing from the trace)", stack.id);
   if (stack.frames.empty()) return "(empty call stack)";
-  std::string line;
-  for (auto frame = stack.frames.rbegin(); frame != stack.frames.rend(); ++frame) {  // outermost first
+  std::string line;  // outermost first, start frames dropped and C++ names shortened (analysis/stack_view.h)
+  for (const std::string& name : folded_frame_names(stack, /*full_names=*/false)) {
     if (!line.empty()) line += ';';
-    line += frame_text(*frame);
+    line += escape_frame(name);
   }
   return line;
 }

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "analysis/allocators.h"
+#include "analysis/findings.h"
 #include "analysis/format.h"
+#include "analysis/stack_view.h"
 #include "analysis/render_ci.h"
 #include "analysis/render_json_allocators.h"
 #include "analysis/render.h"
@@ -32,9 +34,18 @@ Json stack_json(const Stack& stack) {
                           {"file", optional_value(frame.file)},
                           {"line", optional_value(frame.line)},
                           {"module", optional_value(frame.module)},
+                          {"module_offset", frame.module_offset ? Json(format_pc(*frame.module_offset)) : Json(nullptr)},
                           {"python", frame.python}});
   }
   return frames;
+}
+
+// Beside every stack[]: the user's frame and the stack as the text report shows it (analysis/stack_view.h), for
+// readers that want the answer rather than every frame (the HTML page).
+void add_stack_view(Json& item, const Stack& stack) {
+  const Frame* user = user_frame(stack);
+  item["user_frame"] = user ? Json(frame_label(*user)) : Json(nullptr);
+  item["stack_view"] = stack_view_lines(stack, StackViewOptions{.max_lines = 0});
 }
 
 template <typename Enum>
@@ -80,7 +91,7 @@ Json totals_json(const Totals& totals) {
 }
 
 Json leak_json(const LeakGroup& group, size_t rank) {
-  return Json{{"rank", rank},
+  Json leak{{"rank", rank},
               {"bytes", group.bytes},
               {"count", group.count},
               {"stack_id", group.stack.id},
@@ -92,28 +103,34 @@ Json leak_json(const LeakGroup& group, size_t rank) {
               {"first_alloc_ns", group.first_alloc_ns},
               {"last_alloc_ns", group.last_alloc_ns},
               {"stack", stack_json(group.stack)}};
+  add_stack_view(leak, group.stack);
+  return leak;
 }
 
 Json stack_bytes_json(const StackBytes& held) {
-  return Json{{"bytes", held.bytes},
-              {"count", held.count},
-              {"stack_id", held.stack.id},
-              {"stack_ids", held.stack_ids},
-              {"stack_missing", held.stack.missing},
-              {"stack", stack_json(held.stack)}};
+  Json item{{"bytes", held.bytes},
+            {"count", held.count},
+            {"stack_id", held.stack.id},
+            {"stack_ids", held.stack_ids},
+            {"stack_missing", held.stack.missing},
+            {"stack", stack_json(held.stack)}};
+  add_stack_view(item, held.stack);
+  return item;
 }
 
 // The stacks a growth finding names (over time windows, or per repetition of an NVTX range): same shape.
 Json growth_stacks_json(const std::vector<GrowthStack>& grown_stacks) {
   Json stacks = Json::array();
   for (const GrowthStack& grown : grown_stacks) {
-    stacks.push_back(Json{{"growth_bytes", grown.end_bytes - grown.start_bytes},
-                          {"start_bytes", grown.start_bytes},
-                          {"end_bytes", grown.end_bytes},
-                          {"stack_id", grown.stack.id},
-                          {"stack_ids", grown.stack_ids},
-                          {"stack_missing", grown.stack.missing},
-                          {"stack", stack_json(grown.stack)}});
+    Json item{{"growth_bytes", grown.end_bytes - grown.start_bytes},
+              {"start_bytes", grown.start_bytes},
+              {"end_bytes", grown.end_bytes},
+              {"stack_id", grown.stack.id},
+              {"stack_ids", grown.stack_ids},
+              {"stack_missing", grown.stack.missing},
+              {"stack", stack_json(grown.stack)}};
+    add_stack_view(item, grown.stack);
+    stacks.push_back(std::move(item));
   }
   return stacks;
 }
@@ -252,7 +269,7 @@ Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
 }
 
 Json failure_json(const AllocFailure& failure) {
-  return Json{{"event_id", failure.event_id},
+  Json item{{"event_id", failure.event_id},
               {"time_ns", failure.time_ns},
               {"api", std::string(schema::to_string(failure.api))},
               {"memory_kind", std::string(schema::to_string(failure.memory_kind))},
@@ -269,6 +286,8 @@ Json failure_json(const AllocFailure& failure) {
               {"largest_free_gap", failure.fragmentation ? Json(failure.fragmentation->largest_gap_bytes) : Json(nullptr)},
               {"fragmentation", fragmentation_json(failure.fragmentation)},
               {"top_stacks", stack_bytes_list(failure.top_stacks)}};
+  add_stack_view(item, failure.stack);
+  return item;
 }
 
 // NVTX ranges and filters (ranges.h, filters.h).
@@ -383,6 +402,22 @@ Json tensor_blocks_json(const std::optional<TensorBlockReport>& blocks, const Re
 
 Json call_stack_json(const Stack& stack) { return stack_json(stack); }
 
+// The answer first (analysis/findings.h), largest first, every finding.
+Json findings_json(const Report& report) {
+  Json list = Json::array();
+  for (const Finding& finding : findings_of(report)) {
+    list.push_back(Json{{"kind", std::string(to_string(finding.kind))},
+                        {"bytes", finding.bytes},
+                        {"verdict", finding.verdict},
+                        {"detail", optional_text(finding.detail)},
+                        {"user_frame", optional_text(finding.user_frame)},
+                        {"source_text", optional_text(finding.source_text)},
+                        {"via", optional_text(finding.via)},
+                        {"stack_id", finding.stack_id}});
+  }
+  return list;
+}
+
 std::string render_json(const Report& report, const RenderOptions& options) {
   const size_t shown = std::min(options.top, report.leaks.size());
   Json leaks = Json::array();
@@ -392,6 +427,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
 
   Json document{
       {"trace", trace_json(report.trace)},
+      {"findings", findings_json(report)},
       {"devices", devices_json(report.devices)},
       {"cross_check", cross_check_json(report)},
       {"filters", filters_json(report.filters)},

@@ -8,6 +8,7 @@
 
 #include "analysis/format.h"
 #include "analysis/merge.h"
+#include "analysis/stack_view.h"
 #include "analysis/render_json_parts.h"
 
 namespace gmt::analysis {
@@ -100,13 +101,8 @@ void append_leaks(std::string& out, const MergedReport& report, size_t top) {
     out += fmt::format("  #{} {} in {} allocations, {} {} ({}){}\n", i + 1, format_bytes_exact(leak.bytes), leak.count,
                        leak.processes.size(), leak.processes.size() == 1 ? "process" : "processes", who,
                        leak.nccl ? " [NCCL]" : "");
-    size_t frames = std::min(kTextFramesPerStack, leak.stack.frames.size());
-    for (size_t f = 0; f < frames; ++f) {
-      const Frame& frame = leak.stack.frames[f];
-      std::string text = frame.function ? *frame.function : "?? " + format_pc(frame.pc);
-      if (frame.file) text += " " + *frame.file + (frame.line ? fmt::format(":{}", *frame.line) : "");
-      if (frame.module) text += " [" + path_basename(*frame.module) + "]";
-      out += "      at " + text + "\n";
+    for (const std::string& line : stack_view_lines(leak.stack, StackViewOptions{.max_lines = kTextFramesPerStack})) {
+      out += (line.rfind("...", 0) == 0 ? "      " : "      at ") + line + "\n";
     }
     if (leak.stack.frames.empty()) out += "      (no call stack)\n";
   }

@@ -6,10 +6,12 @@
 #include <iterator>
 
 #include "analysis/allocators.h"
+#include "analysis/findings.h"
 #include "analysis/format.h"
 #include "analysis/render_ci.h"
 #include "analysis/render.h"
 #include "analysis/render_text_parts.h"
+#include "analysis/stack_view.h"
 
 namespace gmt::analysis {
 namespace {
@@ -35,19 +37,7 @@ std::string time_span(int64_t first_ns, int64_t last_ns) {
   return fmt::format("from {} to {}", format_duration(first_ns), format_duration(last_ns));
 }
 
-// "    at function file:line [module]"; "    at ?? 0x7f... [module]" when the pc has no symbol.
-std::string frame_line(const Frame& frame) {
-  std::string line = "    at ";
-  line += frame.function ? *frame.function : "?? " + format_pc(frame.pc);
-  if (frame.file) {
-    line += " " + *frame.file;
-    if (frame.line) line += fmt::format(":{}", *frame.line);
-  }
-  if (frame.module) line += " [" + path_basename(*frame.module) + "]";
-  return line + "\n";
-}
-
-void append_stack(std::string& out, const Stack& stack, size_t max_frames) {
+void append_stack(std::string& out, const Stack& stack, const RenderOptions& options) {
   if (stack.id == 0) {
     out += "    (no call stack was recorded for this allocation)\n";
     return;
@@ -60,12 +50,10 @@ void append_stack(std::string& out, const Stack& stack, size_t max_frames) {
     out += "    (empty call stack)\n";
     return;
   }
-  size_t shown = max_frames == 0 ? stack.frames.size() : std::min(max_frames, stack.frames.size());
-  for (size_t i = 0; i < shown; ++i) out += frame_line(stack.frames[i]);
-  if (shown < stack.frames.size()) {
-    const size_t hidden = stack.frames.size() - shown;
-    out += fmt::format("    ... {} more {} (--format json lists every frame)\n", hidden,
-                       hidden == 1 ? "frame" : "frames");
+  const StackViewOptions view{
+      .max_lines = options.max_frames, .full_stacks = options.full_stacks, .full_names = options.full_names};
+  for (const std::string& line : stack_view_lines(stack, view)) {
+    out += (line.rfind("...", 0) == 0 ? "    " : "    at ") + line + "\n";
   }
 }
 
@@ -126,11 +114,19 @@ void append_totals(std::string& out, const Report& report, const RenderOptions& 
   out += fmt::format("\nPeak live memory: {}", format_bytes_exact(totals.peak_bytes));
   if (totals.peak_bytes > 0) out += fmt::format(" at {}", format_duration(totals.peak_time_ns));
   out += "\n";
+  // The kinds that held memory only: "managed 0 B, host pinned 0 B" says nothing.
   const auto& peak = report.peak_by_kind;
-  out += fmt::format("  peak of each kind: device {}, managed {}, host pinned {}",
-                     format_bytes(peak.device), format_bytes(peak.managed), format_bytes(peak.host_pinned));
-  if (peak.vmm_physical > 0) out += fmt::format(", VMM physical {}", format_bytes(peak.vmm_physical));
-  out += "\n";
+  std::string kinds;
+  const std::pair<const char*, uint64_t> by_kind[] = {
+      {"device", peak.device}, {"managed", peak.managed}, {"host pinned", peak.host_pinned},
+      {"VMM physical", peak.vmm_physical}};
+  size_t held = 0;
+  for (const auto& [name, bytes] : by_kind) {
+    if (bytes == 0) continue;
+    kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", name, format_bytes(bytes));
+    ++held;
+  }
+  if (held > 1) out += "  peak of each kind: " + kinds + "\n";
   append_peak_over_time(out, report, options);
 }
 
@@ -152,7 +148,7 @@ void append_leaks(std::string& out, const Report& report, const RenderOptions& o
     out += fmt::format("\n#{} {} in {} ({}, {}) {}\n", i + 1, format_bytes(group.bytes),
                        plural(group.count, "allocation", "allocations"), join_names(group.apis),
                        join_names(group.memory_kinds), time_span(group.first_alloc_ns, group.last_alloc_ns));
-    append_stack(out, group.stack, options.max_frames);
+    append_stack(out, group.stack, options);
   }
 }
 
@@ -186,7 +182,7 @@ void append_failures(std::string& out, const Report& report, const RenderOptions
       out += "\n";
     }
     append_failure_label(out, failure);
-    append_stack(out, failure.stack, options.max_frames);
+    append_stack(out, failure.stack, options);
     append_failure_forensics(out, failure, options);
   }
   if (shown < report.failures.size()) {
@@ -220,14 +216,44 @@ void append_not_shown(std::string& out, const Report& report, const RenderOption
 
 }  // namespace
 
-void append_call_stack(std::string& out, const Stack& stack, size_t max_frames) {
-  append_stack(out, stack, max_frames);
+void append_call_stack(std::string& out, const Stack& stack, const RenderOptions& options) {
+  append_stack(out, stack, options);
+}
+
+// The answer first (analysis/findings.h): each finding a verdict, the user's line and what lies under it.
+void append_findings(std::string& out, const Report& report, const RenderOptions& options) {
+  const std::vector<Finding> findings = findings_of(report);
+  if (findings.empty()) {
+    // Never a clean verdict from a trace that may be missing events.
+    if (!report.trace.complete || report.trace.dropped_events > 0) {
+      out += "\nFindings: none seen, but the trace may be missing events (see the warning above).\n";
+    } else if (report.totals.allocations == 0) {
+      out += "\nFindings: none: the trace recorded no allocations.\n";
+    } else {
+      out += "\nFindings: none: nothing was held at exit, nothing grew steadily, no allocation failed.\n";
+    }
+    return;
+  }
+  out += "\nFindings, largest first\n";
+  const size_t shown = std::min(findings.size(), options.top);
+  for (size_t i = 0; i < shown; ++i) {
+    const Finding& finding = findings[i];
+    out += fmt::format("  {}. {}\n", i + 1, finding.verdict);
+    if (!finding.user_frame.empty()) out += fmt::format("       at {}\n", finding.user_frame);
+    if (!finding.source_text.empty()) out += fmt::format("          | {}\n", finding.source_text);
+    if (!finding.via.empty()) out += fmt::format("       via {}\n", finding.via);
+    if (!finding.detail.empty()) out += fmt::format("       ({})\n", finding.detail);
+  }
+  if (findings.size() > shown) {
+    out += fmt::format("  ... {} (--top N shows more)\n", plural(findings.size() - shown, "more finding", "more findings"));
+  }
 }
 
 std::string render_text(const Report& report, const RenderOptions& options) {
   std::string out;
   append_header(out, report.trace);
   append_devices(out, report);
+  append_findings(out, report, options);
   append_cross_check(out, report, options);
   append_filters(out, report);
   append_totals(out, report, options);

@@ -26,16 +26,6 @@ std::string named_line(const Stack& stack) {
   return line;
 }
 
-void append_frames(std::string& out, const Stack& stack, size_t max_frames) {
-  size_t shown = max_frames == 0 ? stack.frames.size() : std::min(max_frames, stack.frames.size());
-  for (size_t i = 0; i < shown; ++i) {
-    const Frame& frame = stack.frames[i];
-    out += fmt::format("    at {} {}", frame.function.value_or("??"), frame.file.value_or("??"));
-    if (frame.line) out += fmt::format(":{}", *frame.line);
-    out += "\n";
-  }
-  if (shown < stack.frames.size()) out += fmt::format("    ... {} more frames\n", stack.frames.size() - shown);
-}
 
 void append_growing(std::string& out, const std::vector<GrowthStack>& stacks, uint64_t total,
                     const RenderOptions& options) {
@@ -89,7 +79,7 @@ void append_alive_at_exit(std::string& out, const TensorBlockReport& blocks, con
     const LeakGroup& group = blocks.alive_at_exit[i];
     out += fmt::format("\n  #{} {} in {} {}\n", i + 1, format_bytes(group.bytes),
                        count_of(group.count, "tensor block", "tensor blocks"), named_line(group.stack));
-    append_frames(out, group.stack, options.max_frames);
+    append_call_stack(out, group.stack, options);
   }
   if (shown < blocks.alive_at_exit.size()) {
     out += fmt::format("  ... {} (--top, or --format json)\n",

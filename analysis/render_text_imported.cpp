@@ -43,7 +43,7 @@ void append_imported(std::string& out, const Report& report, const RenderOptions
     for (int64_t device : group.devices) devices += (devices.empty() ? "" : ", ") + std::to_string(device);
     out += fmt::format("\n#{} {} in {} {} ({}) on device {}\n", i + 1, format_bytes(group.bytes), group.count,
                        group.count == 1 ? "handle" : "handles", apis, devices);
-    append_call_stack(out, group.stack, options.max_frames);
+    append_call_stack(out, group.stack, options);
   }
   if (shown < imported.left_open.size()) {
     out += fmt::format("\n... {} more call stacks with handles left open (--format json lists them all)\n",

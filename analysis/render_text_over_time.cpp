@@ -7,6 +7,7 @@
 
 #include "analysis/format.h"
 #include "analysis/render_text_parts.h"
+#include "analysis/stack_view.h"
 
 namespace gmt::analysis {
 namespace {
@@ -19,19 +20,17 @@ std::string device_name(int64_t device) {
   return device >= 0 ? fmt::format("device {}", device) : std::string("host memory");
 }
 
-// The innermost frame of a stack on one line: where to look first.
+// The shortest span between the low watermarks compared from which a rate per second is printed (and the device
+// projected full); shorter growth is told in bytes.
+constexpr int64_t kMinGrowthSpanForRateNs = 10'000'000'000;
+
+// A stack on one line, where to look first: the user's own frame (analysis/stack_view.h), else the innermost.
 std::string stack_summary(const Stack& stack) {
   if (stack.id == 0) return "(no call stack recorded)";
   if (stack.missing) return fmt::format("(call stack {} is missing from the trace)", stack.id);
   if (stack.frames.empty()) return "(empty call stack)";
-  const Frame& frame = stack.frames.front();
-  std::string line = "at " + (frame.function ? *frame.function : "?? " + format_pc(frame.pc));
-  if (frame.file) {
-    line += " " + *frame.file;
-    if (frame.line) line += fmt::format(":{}", *frame.line);
-  }
-  if (frame.module) line += " [" + path_basename(*frame.module) + "]";
-  return line;
+  const Frame* user = user_frame(stack);
+  return "at " + frame_label(user ? *user : stack.frames.front());
 }
 
 void append_held(std::string& out, const std::vector<StackBytes>& stacks, uint64_t total_groups,
@@ -135,8 +134,14 @@ void append_growth(std::string& out, const Report& report, const RenderOptions& 
     for (const GrowthDevice& device : growth.devices) {
       if (device.device == finding.device) verdict = &device;
     }
-    out += fmt::format("  {} grows steadily at {}/s: low watermark {} at {} -> {} at {}", device_name(finding.device),
-                       format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s))),
+    // A rate per second only from a span long enough to mean one: "24 GiB/s" from 33 ms of start-up is not.
+    const bool rate_holds = finding.end_time_ns - finding.start_time_ns >= kMinGrowthSpanForRateNs;
+    const uint64_t grown =
+        finding.end_low_bytes > finding.start_low_bytes ? finding.end_low_bytes - finding.start_low_bytes : 0;
+    const std::string how = rate_holds ? fmt::format("grows steadily at {}/s", format_bytes(static_cast<uint64_t>(
+                                                                                  std::max(0.0, finding.rate_bytes_per_s))))
+                                       : fmt::format("grew steadily by {}", format_bytes(grown));
+    out += fmt::format("  {} {}: low watermark {} at {} -> {} at {}", device_name(finding.device), how,
                        format_bytes(finding.start_low_bytes), format_duration(finding.start_time_ns),
                        format_bytes(finding.end_low_bytes), format_duration(finding.end_time_ns));
     if (verdict && finding.late_start) {
@@ -146,7 +151,7 @@ void append_growth(std::string& out, const Report& report, const RenderOptions& 
       out += fmt::format(" (rose in {} of {} windows)", verdict->rising_steps, verdict->steps);
     }
     out += "\n";
-    if (finding.seconds_until_full && finding.device_total_bytes) {
+    if (rate_holds && finding.seconds_until_full && finding.device_total_bytes) {
       if (*finding.seconds_until_full > 0) {
         out += fmt::format("    at this rate {} is full in {} (of {})\n", device_name(finding.device),
                            format_seconds(*finding.seconds_until_full), format_bytes(*finding.device_total_bytes));

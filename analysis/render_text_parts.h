@@ -24,8 +24,8 @@ std::string format_seconds(double seconds);
 // The innermost frame of a stack on one line ("at f file:line [module]").
 std::string one_line_stack(const Stack& stack);
 
-// A call stack, one frame a line (render_text.cpp); max_frames 0: all.
-void append_call_stack(std::string& out, const Stack& stack, size_t max_frames);
+// A call stack as analysis/stack_view.h shows it, a line each (render_text.cpp); options.max_frames 0: all.
+void append_call_stack(std::string& out, const Stack& stack, const RenderOptions& options);
 // Under the header: each device's name and UUID from the devices table (render_text_imported.cpp).
 void append_devices(std::string& out, const Report& report);
 // Under the devices: run --verify's cross-check, the disagreements first (render_verify.cpp); nothing otherwise.

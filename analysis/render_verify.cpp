@@ -79,7 +79,7 @@ void append_cross_check(std::string& out, const Report& report, const RenderOpti
                        group.bytes > 0 ? ", " + format_bytes_exact(group.bytes) : std::string(),
                        format_duration(group.first_time_ns), group.count == 1 ? "" : "s",
                        id_list(group.event_ids, group.count));
-    append_call_stack(out, group.stack, options.max_frames);
+    append_call_stack(out, group.stack, options);
   }
   if (shown < check.groups.size()) {
     out += fmt::format("\n  ... {} more groups of disagreements (--format json lists them all)\n",

@@ -27,6 +27,8 @@ struct ReportOptions {
   std::string trace_path;
   std::string format = "text";
   size_t top = 10;
+  bool full_stacks = false;  // analysis/stack_view.h: no framework frames folded
+  bool full_names = false;   // ... C++ names as recorded
   std::string output_path;  // empty: stdout
   uint64_t min_bytes = 0;   // 0: no filter
   std::string folded_of = "leaks";
@@ -129,6 +131,8 @@ int run_report(const ReportOptions& options) {
 
     analysis::RenderOptions render_options;
     render_options.top = options.top;
+    render_options.full_stacks = options.full_stacks;
+    render_options.full_names = options.full_names;
     std::string text = render_report(report, options.format, render_options, options.folded_of);
     if (int written = write_output(text, options.output_path); written != kExitOk) return written;
     return check_gates(report, options.gates);
@@ -203,6 +207,12 @@ CommandAction add_report_command(CLI::App& app) {
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
       ->type_name("N")
       ->capture_default_str();
+  command->add_flag("--full-stacks", options->full_stacks,
+                    "Show every frame of a stack: by default runs of frames outside your code (PyTorch, CUDA, the "
+                    "C/C++ runtime, Python) are folded into one '... N frames in <modules>' line (JSON keeps all)");
+  command->add_flag("--full-names", options->full_names,
+                    "Show C++ names as recorded: by default long names have their template arguments and "
+                    "parameter lists elided");
   command->add_option("-o,--output", options->output_path, "Write the report to FILE instead of stdout")
       ->type_name("FILE");
   command

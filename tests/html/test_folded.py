@@ -16,17 +16,38 @@ LEAKY_SITES = {
 }
 
 
+# The process and thread start frames that the folded format drops at the outer end of a stack (as the text
+# report does: analysis/stack_view.h), with the unsymbolized libc/libstdc++ frames around them.
+START_FUNCTIONS = {"_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
+                   "start_thread", "clone", "clone3", "__clone", "__clone3"}
+RUNTIME_MODULES = ("libc.so", "libc-", "libstdc++", "libgcc_s", "ld-linux", "libm.so", "libpthread", "libdl")
+
+
+def is_start_frame(frame):
+    if frame["python"]:
+        return False
+    if frame["function"]:
+        return frame["function"].split("@")[0] in START_FUNCTIONS  # __libc_start_main@@GLIBC_2.34
+    return bool(frame["module"]) and os.path.basename(frame["module"]).startswith(RUNTIME_MODULES)
+
+
 def folded_frame(frame):
-    """A frame as the folded format names it: its function, else module@pc (e.g. an unsymbolized libc frame)."""
+    """A frame as the folded format names it: its function, else module+offset (what addr2line takes), else
+    module@pc."""
     if frame["function"]:
         return frame["function"]
+    if frame["module"] and frame["module_offset"]:
+        return f"{os.path.basename(frame['module'])}+{frame['module_offset']}"
     if frame["module"]:
         return f"{os.path.basename(frame['module'])}@{frame['pc']}"
     return frame["pc"]
 
 
 def folded_frames(stack):
-    return ";".join(folded_frame(frame) for frame in reversed(stack))
+    frames = list(stack)
+    while frames and is_start_frame(frames[-1]):
+        frames.pop()
+    return ";".join(folded_frame(frame) for frame in reversed(frames or stack))
 
 
 class FoldedTest(TraceDirTestCase):

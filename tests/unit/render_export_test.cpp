@@ -62,11 +62,11 @@ TEST(RenderExportTest, FoldedLinesAreOutermostFirstAndEscaped) {
   Report report = sample_report(builder);
   EXPECT_EQ(render_folded(report, FoldedOf::Leaks),
             "outer%3Bmain;" + kHostile + " 4096\n"
-            "outer%3Bmain;libmodel.so@0x1300 1024\n");
+            "outer%3Bmain;libmodel.so+0x300 1024\n");
   // At the peak (3 ms: both leaks and the managed block), under the device.
   EXPECT_EQ(render_folded(report, FoldedOf::Peak),
             "device 0;outer%3Bmain;" + kHostile + " 4096\n"
-            "device 0;outer%3Bmain;libmodel.so@0x1300 1536\n");
+            "device 0;outer%3Bmain;libmodel.so+0x300 1536\n");
 }
 
 TEST(RenderExportTest, PerfettoCountersFollowTheTimeline) {

@@ -18,8 +18,8 @@ constexpr int64_t kMiB = 1024 * 1024;
 constexpr int64_t kMs = 1'000'000;
 
 // A 100-step loop leaking 1 MiB per step on device 0 from cache_result, with a fragmentation OOM at the
-// end: 4 MiB requested, 512 MiB free, 1 GiB in total.
-Report growing_report(TraceBuilder& builder) {
+// end: 4 MiB requested, 512 MiB free, 1 GiB in total. A step takes step_ns (1 ms: the loop runs 0.1 s).
+Report growing_report(TraceBuilder& builder, int64_t step_ns = kMs) {
   int64_t module = builder.module("/app", 0x1000, 0x10000);
   int64_t leak = builder.stack({0x1300});
   int64_t temporary = builder.stack({0x1200});
@@ -27,12 +27,12 @@ Report growing_report(TraceBuilder& builder) {
   builder.symbol(0x1200, "make_temporary", "loop.cu", 20, module);
   builder.begin();
   for (int i = 0; i < 100; ++i) {
-    builder.alloc(i * kMs, 0x100000000, 3 * kMiB, temporary);
-    builder.alloc(i * kMs + 100, 0x200000000 + i * 2 * kMiB, kMiB, leak);  // 1 MiB gaps between the leaks
-    builder.free(i * kMs + 200, 0x100000000);
+    builder.alloc(i * step_ns, 0x100000000, 3 * kMiB, temporary);
+    builder.alloc(i * step_ns + 100, 0x200000000 + i * 2 * kMiB, kMiB, leak);  // 1 MiB gaps between the leaks
+    builder.free(i * step_ns + 200, 0x100000000);
   }
   builder.commit();
-  builder.alloc_failed(101 * kMs, 4 * kMiB, 2, leak, 512 * kMiB, 1024 * kMiB);
+  builder.alloc_failed(101 * step_ns, 4 * kMiB, 2, leak, 512 * kMiB, 1024 * kMiB);
   TraceFile trace = builder.open();
   return analyze_trace(trace);
 }
@@ -98,9 +98,17 @@ TEST(RenderOverTimeTest, JsonCarriesEveryFigure) {
   EXPECT_TRUE(json["pools"].is_null() || json["pools"].is_array());
 }
 
+TEST(RenderOverTimeTest, GrowthOverAShortSpanIsToldInBytesWithoutARateOrProjection) {
+  TraceBuilder builder;
+  const std::string text = render_text(growing_report(builder), RenderOptions{});  // 0.1 s of growth
+  EXPECT_CONTAINS(text, "device 0 grew steadily by ");
+  EXPECT_FALSE(text.find("/s:") != std::string::npos) << text;
+  EXPECT_FALSE(text.find("at this rate") != std::string::npos) << text;
+}
+
 TEST(RenderOverTimeTest, TextShowsSparklineGrowthFragmentationAndLabels) {
   TraceBuilder builder;
-  Report report = growing_report(builder);
+  Report report = growing_report(builder, 200 * kMs);  // 20 s of growth: a rate per second means something
   const std::string text = render_text(report, RenderOptions{});
   EXPECT_CONTAINS(text, "  over time  ");
   EXPECT_CONTAINS(text, "█");
