@@ -40,12 +40,13 @@ class TorchTrackerTest(TraceDirTestCase):
         super().setUp()
         self.cache = self.path("bridge-cache")
 
-    def run_app(self, name, *options, app_args=(), env=None, fixture=FIXTURE):
+    def run_app(self, name, *options, app_args=(), env=None, fixture=FIXTURE, quiet=True):
         full_env = {"PYTHONPATH": fixture, "GMT_TORCH_BRIDGE_CACHE": self.cache}
         full_env.update(env or {})
         trace = self.path(name)
-        result = run_cli("run", "--simulate", "-q", "-o", trace, *options, "--", sys.executable, APP, str(STEPS),
-                         *app_args, env=full_env)
+        quiet_option = ["-q"] if quiet else []
+        result = run_cli("run", "--simulate", *quiet_option, "-o", trace, *options, "--", sys.executable, APP,
+                         str(STEPS), *app_args, env=full_env)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("done True", result.stdout)
         seen = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
@@ -220,7 +221,7 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertEqual(blocks["alive_at_exit"][0]["bytes"], STEPS * KEPT_BYTES)
 
     def test_leaked_is_the_kept_tensors_and_the_segment_is_cached(self):
-        trace, _, stderr = self.run_app("leak.db")
+        trace, _, stderr = self.run_app("leak.db", quiet=False)  # run's end summary too
         report = report_json(trace)
         totals = report["totals"]
         # What the app held at exit: the kept blocks, at the line that kept them; nothing else.
@@ -251,7 +252,7 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertIn(f"({STEPS * KEPT_BYTES} B) leaked in {STEPS} allocations from 1 call stack", over.stderr)
 
     def test_without_blocks_pytorchs_reservation_is_said_and_no_clean_verdict(self):
-        trace, _, stderr = self.run_app("unrecorded.db", env={"CXX": "/nonexistent/c++"})
+        trace, _, stderr = self.run_app("unrecorded.db", env={"CXX": "/nonexistent/c++"}, quiet=False)
         report = report_json(trace)
         heaps = report["cached_at_exit"]["heaps"]
         self.assertEqual(len(heaps), 1)
