@@ -22,6 +22,7 @@ struct LiveAllocation {
   int64_t time_ns = 0;  // absolute
   Api api = Api::Unknown;
   uint32_t attribution = 0;  // BreakdownTracker slot (thread, stream, stack): breakdown.h
+  int64_t event_id = 0;      // the Alloc (or VmmCreate): which CUDA-level allocations back a heap (heaps.h)
 };
 
 // Receives every change of live bytes of a counted kind, in event order: the analysis over time

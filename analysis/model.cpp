@@ -2,6 +2,7 @@
 
 #include "analysis/breakdown.h"
 #include "analysis/devices.h"
+#include "analysis/heaps.h"
 #include "analysis/imported.h"
 #include "analysis/live_memory.h"
 #include "analysis/ordered_events.h"
@@ -15,6 +16,7 @@
 #include <cctype>
 #include <charconv>
 #include <map>
+#include <unordered_set>
 #include <unordered_map>
 
 namespace gmt::analysis {
@@ -246,11 +248,17 @@ std::string source_key(const Stack& stack) {
 // (analysis/ordered_events.h). In the tensor-block pass, blocks are accounted as device memory (so that live
 // bytes, peaks, growth and ranges treat them exactly as device memory); tensor_blocks.cpp names them again.
 static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& options, EventOrder order,
-                             size_t window, EventSet set) {
-  const bool blocks = set == EventSet::TensorBlocks;
+                             size_t window, EventSet set, HeapPass* heaps) {
+  const bool blocks = set != EventSet::CudaLevel;
+  // The AppLevel pass leaves out the CUDA-level memory that backs a heap: its addresses and VMM handles, until
+  // freed, so that their frees are not unmatched.
+  HeapBacking* backing = set == EventSet::CudaLevel && heaps ? &heaps->backing : nullptr;
+  const HeapBacking* backed = set == EventSet::AppLevel && heaps ? &heaps->backing : nullptr;
+  std::unordered_set<uint64_t> backing_addresses;
+  std::unordered_set<uint64_t> backing_handles;
   auto accounted_kind = [blocks](int64_t code) {
     MemoryKind kind = memory_kind_from_code(code);
-    return blocks && kind == MemoryKind::TensorBlock ? MemoryKind::Device : kind;
+    return blocks && is_block_kind(kind) ? MemoryKind::Device : kind;
   };
   Report report;
   read_trace_info(trace, report.trace);
@@ -277,8 +285,10 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   const std::string events_sql = std::string(
       "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
       "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
-      ", e.thread_id, e.stream FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id" +
+      ", e.thread_id, e.stream, e.source FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id" +
       events_of(set) + without_cross_check(trace);  // run --verify: the cross-check's events count nowhere
+  const int64_t segment_alloc = static_cast<int64_t>(EventKind::SegmentAlloc);
+  const int64_t segment_free = static_cast<int64_t>(EventKind::SegmentFree);
   uint64_t events_estimated = 0;
   if (options.progress) {
     Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
@@ -297,7 +307,37 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     const uint64_t address = static_cast<uint64_t>(events.column_int(6));
     const int64_t size = events.column_int(7);
     const int64_t thread_id = events.column_int(13);
+    const int64_t event_id = events.column_int(0);
+    const int64_t source = events.column_int(15);
+    const bool heap_event = is_heap_source(source);
     ranges.advance(time_ns);
+    if (heap_event && (kind == segment_alloc || kind == segment_free)) {  // a heap's segment: not memory itself
+      if (backing) backing->on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size));
+      if (heaps && set == EventSet::AppLevel) {
+        heaps->layout.on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size),
+                                 events.column_int(5), events.column_int(3) == int64_t(Api::torchSegmentMap));
+      }
+      continue;
+    }
+    if (backed && !heap_event) {
+      const uint64_t handle = static_cast<uint64_t>(events.column_int(12));
+      if (kind == static_cast<int64_t>(EventKind::Alloc) && backed->backing_source(event_id) != 0) {
+        backing_addresses.insert(address);
+        continue;
+      }
+      if (kind == static_cast<int64_t>(EventKind::Free) && backing_addresses.erase(address) > 0) continue;
+      if (kind == static_cast<int64_t>(EventKind::VmmCreate) && backed->backing_source(event_id) != 0) {
+        backing_handles.insert(handle);
+        continue;
+      }
+      if (kind == static_cast<int64_t>(EventKind::VmmMap) && backing_handles.count(handle) > 0) continue;
+      if (kind == static_cast<int64_t>(EventKind::VmmRelease) && backing_handles.erase(handle) > 0) continue;
+    }
+    if (heaps && set == EventSet::AppLevel && heap_event &&
+        (kind == static_cast<int64_t>(EventKind::Alloc) || kind == static_cast<int64_t>(EventKind::Free))) {
+      heaps->layout.on_block(source, kind == static_cast<int64_t>(EventKind::Alloc), address,
+                             size < 0 ? 0 : static_cast<uint64_t>(size));
+    }
     const bool imported_open = kind == static_cast<int64_t>(EventKind::Alloc) &&
                                memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported;
     if (filter.active() && !filter.accept(kind, time_ns, thread_id, events.column_int(5), address, size,
@@ -326,7 +366,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
                                 events.column_int(5),
                                 time_ns,
                                 api_from_code(events.column_int(3)),
-                                attribution};
+                                attribution,
+                                event_id};
       if (!is_counted(allocation.memory_kind)) ++totals.inconsistencies;
       auto [it, inserted] = live.try_emplace(address, allocation);
       if (!inserted) {
@@ -336,6 +377,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
         it->second = allocation;
       }
       live_bytes.add(allocation, address, time_ns);
+      if (backing && !heap_event) backing->on_cuda_alloc(event_id, address, allocation.size);
     } else if (kind == static_cast<int64_t>(EventKind::Free)) {
       if (address == 0) continue;  // cudaFree(0) frees nothing; apps call it to create the context
       // An IPC close: the exporter's memory, never a free of this process's (even when its open was not seen).
@@ -349,6 +391,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
         continue;
       }
       ++totals.frees;
+      if (backing) backing->on_cuda_free(address);
       ranges.on_free(address);
       live_bytes.remove(it->second, address, time_ns);
       live.erase(it);
@@ -369,6 +412,11 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       failure.error = events.column_int(9);
       if (!events.column_is_null(10)) failure.device_free = events.column_int(10);
       if (!events.column_is_null(11)) failure.device_total = events.column_int(11);
+      if (heap_event) {  // a block the heap could not hand out: its space then says why
+        failure.heap_source = source;
+        failure.allocator = heap_allocator_name(source);
+        if (heaps) failure.heap = heaps->layout.space(source, failure.device);
+      }
       report.failures.push_back(std::move(failure));
       over_time.on_failure(report.failures.size() - 1, report.failures.back().device, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::VmmImport)) {
@@ -386,7 +434,12 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       }
       LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8),
                                 MemoryKind::VmmPhysical, events.column_int(5), time_ns,
-                                api_from_code(events.column_int(3))};
+                                api_from_code(events.column_int(3)), 0, event_id};
+      if (backing) {
+        if (kind == static_cast<int64_t>(EventKind::VmmCreate)) backing->on_vmm_create(event_id, handle);
+        if (kind == static_cast<int64_t>(EventKind::VmmMap)) backing->on_vmm_map(address, allocation.size, handle);
+        if (kind == static_cast<int64_t>(EventKind::VmmUnmap)) backing->on_vmm_unmap(address);
+      }
       if (size < 0) ++totals.inconsistencies;
       if (kind == static_cast<int64_t>(EventKind::VmmCreate)) {
         allocation.attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
@@ -424,6 +477,17 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
 
   // Physical VMM memory still held at the end leaks like any allocation (keyed apart from addresses).
   vmm.move_live_into(live);
+  if (heaps) {
+    for (const auto& [address, allocation] : live) {
+      if (backing) {
+        if (int64_t heap = backing->backing_source(allocation.event_id)) {
+          auto& [count, bytes] = heaps->reserved_at_exit[heap];
+          ++count;
+          bytes += allocation.size;
+        }
+      }
+    }
+  }
 
   // Group what is still live by call stack as the user reads it: stacks whose frames resolve to the same
   // functions and source lines are one group even when their raw pcs differ (an unrolled or duplicated call
@@ -483,33 +547,45 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   return report;
 }
 
-Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& options, EventSet set) {
+Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& options, EventSet set, HeapPass* heaps) {
+  // Each attempt starts from what the CudaLevel pass handed over (nothing, for that pass itself).
+  auto attempt = [&](EventOrder order, size_t window) {
+    if (heaps && set == EventSet::CudaLevel) *heaps = HeapPass{};
+    if (heaps) heaps->layout = HeapLayout{};
+    return analyze_events(trace, options, order, window, set, heaps);
+  };
   // A trace that says its times follow recording order needs no window; a small one still guards it.
   bool time_ordered = lenient_meta_int(trace, schema::meta::kEventsTimeOrdered).value_or(0) == 1;
   if (time_ordered) {
     try {
-      return analyze_events(trace, options, EventOrder::RecordingWindow, kSmallEventWindow, set);
+      return attempt(EventOrder::RecordingWindow, kSmallEventWindow);
     } catch (const EventsOutOfOrder&) {
     }
   }
   for (size_t window : kEventWindows) {
     try {
-      return analyze_events(trace, options, EventOrder::RecordingWindow, window, set);
+      return attempt(EventOrder::RecordingWindow, window);
     } catch (const EventsOutOfOrder&) {
       // Rare: in a trace without events_time_ordered, a thread stalled between its clock read and the
       // recorder's lock for longer than the window, or a trace written in another order. Start over with a larger window, then with SQLite's sort.
     }
   }
-  return analyze_events(trace, options, EventOrder::SortedBySqlite, 1, set);
+  return attempt(EventOrder::SortedBySqlite, 1);
 }
 
 Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
-  Report report = analyze_event_set(trace, options, EventSet::CudaLevel);
+  HeapPass heaps;
+  Report report = analyze_event_set(trace, options, EventSet::CudaLevel, &heaps);
+  AnalyzeOptions quiet_options = options;
+  quiet_options.progress = nullptr;  // one progress indicator per report: the CUDA-level pass's
+  if (heaps.backing.any_segment()) {
+    // A heap's segments were recorded: what the app held is its blocks, not the CUDA memory behind them.
+    apply_app_level(report, analyze_event_set(trace, quiet_options, EventSet::AppLevel, &heaps), heaps);
+  }
+  add_unrecorded_heaps(report, trace);
   if (meta_flag(trace, schema::meta::kTensorBlocks)) {
-    AnalyzeOptions block_options = options;
-    block_options.progress = nullptr;  // one progress indicator per report: the CUDA-level pass's
-    report.tensor_blocks = tensor_block_report(analyze_event_set(trace, block_options, EventSet::TensorBlocks),
-                                               trace);
+    report.tensor_blocks = tensor_block_report(
+        analyze_event_set(trace, quiet_options, EventSet::TensorBlocks, nullptr), trace);
   }
   if (has_cross_check(trace)) {
     StackLoader stacks(trace);

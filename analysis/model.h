@@ -127,6 +127,15 @@ struct FragmentationStats {
   double ratio = 0;                // 1 - largest_gap / free; 0 when nothing in the span is free
 };
 
+// A framework heap's space at one moment (heaps.h): its live segments, the blocks live inside them, and the holes.
+struct HeapSpace {
+  uint64_t segments = 0;
+  uint64_t reserved_bytes = 0;      // the heap's live segments on the device
+  uint64_t held_bytes = 0;          // live blocks inside them
+  uint64_t free_bytes = 0;          // reserved - held: cached by the allocator, free for the next block
+  uint64_t largest_free_bytes = 0;  // the largest hole between live blocks (adjacent segments joined)
+};
+
 struct AllocFailure {
   int64_t event_id = 0;
   int64_t time_ns = 0;  // relative to the process start
@@ -144,6 +153,11 @@ struct AllocFailure {
   std::string label;
   std::optional<FragmentationStats> fragmentation;  // of the failure's device at that moment
   std::vector<StackBytes> top_stacks;               // on the failure's device at that moment
+  // A block allocation that a framework heap failed (heaps.h; label "heap fragmentation" when the heap's free
+  // space covered the request, "heap out of memory" when not): which allocator, and its heap then.
+  std::optional<int64_t> heap_source;  // schema::Source code
+  std::string allocator;               // "PyTorch's caching allocator", ...; "" for a CUDA-level failure
+  std::optional<HeapSpace> heap;
 };
 
 struct Totals {
@@ -155,8 +169,13 @@ struct Totals {
   // frees of the null pointer (cudaFree(0), a common way to create the context) are in neither.
   uint64_t frees = 0;
   uint64_t failed_allocations = 0;  // AllocFailed events
-  uint64_t leaked_bytes = 0;        // live at the end of the trace, every kind, before any min_bytes filter
+  // Live at the end of the trace, every kind, before any min_bytes filter: what the app still held. Where a
+  // framework heap's blocks are recorded (Report::heaps) that is its live blocks, plus the live CUDA-level
+  // allocations that back no heap; the CUDA-level allocations backing a heap are cached_at_exit instead.
+  uint64_t leaked_bytes = 0;
   uint64_t leaked_allocations = 0;
+  uint64_t cached_at_exit_bytes = 0;  // CUDA-level allocations a heap allocator still held at exit: not leaks
+  uint64_t cached_at_exit_allocations = 0;
   uint64_t peak_bytes = 0;       // see Report::peak_by_kind for the definition
   int64_t peak_time_ns = 0;      // relative time the peak was first reached; 0 when peak_bytes is 0
   uint64_t unmatched_frees = 0;  // Free of an address with no live allocation (double free, or the
@@ -230,6 +249,10 @@ struct DevicePeak {
   int64_t time_ns = 0;             // the first time the peak was reached
   std::vector<StackBytes> stacks;  // largest first, at most AnalyzeOptions::top_stacks
   uint64_t stack_groups = 0;       // groups holding memory at the peak, before the cut
+  // Where framework heaps' blocks are recorded: `stacks` are of what the app held (blocks, and memory backing no
+  // heap) at the app's own peak on this device, which is held_bytes at held_time_ns.
+  std::optional<uint64_t> held_bytes;
+  int64_t held_time_ns = 0;
 };
 
 // Growth detection (docs/analysis.md has the rule): low watermarks per time window, a least-squares line
@@ -445,6 +468,26 @@ struct DeviceInfo {
 // "device 0: NVIDIA H200 (GPU-0ff0...)"; "device 0" when the trace does not name it.
 std::string describe_device(const std::vector<DeviceInfo>& devices, int64_t ordinal);
 
+// One framework heap's allocator at exit (heaps.h, docs/analysis.md "Blocks inside heaps").
+struct HeapAtExit {
+  int64_t source = 0;     // schema::Source code
+  std::string allocator;  // "PyTorch's caching allocator", "an NVTX-memory-API heap"
+  // The CUDA-level allocations backing its segments, live at exit (the allocator's reservation).
+  uint64_t reserved_bytes = 0;
+  uint64_t reserved_allocations = 0;
+  uint64_t segments = 0;  // its segments live at exit
+  uint64_t segment_bytes = 0;
+  uint64_t held_bytes = 0;  // its blocks live at exit (in the leaks)
+  uint64_t held_blocks = 0;
+  // false: the blocks were not (all) recorded (note says why): what the app held inside the reservation is not
+  // known, so no verdict on it is clean. in_leaks: its reservation could not be told apart from other CUDA-level
+  // memory (no segment was recorded) and stays in the leaks.
+  bool blocks_recorded = true;
+  bool in_leaks = false;
+  std::string note;
+  bool cached() const { return blocks_recorded && !in_leaks; }
+};
+
 struct Report {
   TraceInfo trace;
   std::vector<DeviceInfo> devices;  // the devices table, by ordinal; empty for traces before v6
@@ -482,9 +525,21 @@ struct Report {
   Breakdown breakdown;
   // nullopt: the trace has no block-level data (meta tensor_blocks absent: the mode was off).
   std::optional<TensorBlockReport> tensor_blocks;
+  // Framework heaps (heaps.h): when their segments are recorded, the leaks, growth, ranges, breakdown and the
+  // peaks' stacks above are at block level (blocks, and CUDA-level memory that backs no heap); totals, peaks'
+  // bytes, the timeline and fragmentation stay CUDA-level. One entry per heap allocator seen, by source.
+  std::vector<HeapAtExit> heaps;
   // run --verify: the two backends' events matched one to one (verify.h); null for every other trace.
   std::shared_ptr<const CrossCheck> cross_check;
 };
+
+// Whether "no leaks" may be said: false when a heap's blocks were not (all) recorded.
+inline bool leak_verdict_complete(const Report& report) {
+  for (const HeapAtExit& heap : report.heaps) {
+    if (!heap.blocks_recorded) return false;
+  }
+  return true;
+}
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a
 // readable trace never throw: they are counted in Totals::inconsistencies instead.

@@ -140,7 +140,8 @@ void OverTimeTracker::finish(const TraceFile& trace, Report& report, int64_t ori
   for (size_t i = 0; i < peak_devices.size(); ++i) {
     const DeviceState& state = devices_.at(peak_devices[i]);
     report.peaks.push_back(DevicePeak{peak_devices[i], state.peak, relative(state.peak_time),
-                                      top_stack_bytes(snapshots[i], options.top_stacks, groups), snapshots[i].size()});
+                                      top_stack_bytes(snapshots[i], options.top_stacks, groups), snapshots[i].size(),
+                                      std::nullopt, 0});
   }
   for (size_t i = 0; i < report.growth.findings.size(); ++i) {
     GrowthFinding& finding = report.growth.findings[i];

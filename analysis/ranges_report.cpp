@@ -50,10 +50,20 @@ RangeGrowth evaluate_range_growth(std::vector<uint64_t> live_at_end) {
     }
     verdict.bytes_per_iteration = variance > 0 ? covariance / variance : 0;
     verdict.fitted_rise_bytes = verdict.bytes_per_iteration * (points - 1);
-    verdict.steps = n - 2;
-    for (size_t i = 1; i + 1 < n; ++i) {
-      if (live_at_end[i + 1] > live_at_end[i]) ++verdict.rising_steps;
-      if (live_at_end[i + 1] < live_at_end[i]) ++verdict.falling_steps;
+    // Steps between low watermarks: of each repetition, or, past kGrowthWindows repetitions, of each window of
+    // consecutive repetitions (as growth over time does), so that a buffer kept by one repetition in ten is a
+    // steady rise and not nine flat steps in ten.
+    const size_t analyzed = n - 1;
+    const size_t per_window = analyzed > kGrowthWindows ? (analyzed + kGrowthWindows - 1) / kGrowthWindows : 1;
+    std::vector<uint64_t> lows;
+    for (size_t i = 1; i < n; i += per_window) {
+      lows.push_back(*std::min_element(live_at_end.begin() + static_cast<std::ptrdiff_t>(i),
+                                       live_at_end.begin() + static_cast<std::ptrdiff_t>(std::min(n, i + per_window))));
+    }
+    verdict.steps = lows.size() - 1;
+    for (size_t i = 0; i + 1 < lows.size(); ++i) {
+      if (lows[i + 1] > lows[i]) ++verdict.rising_steps;
+      if (lows[i + 1] < lows[i]) ++verdict.falling_steps;
     }
     const uint64_t highest = *std::max_element(live_at_end.begin(), live_at_end.end());
     verdict.threshold_bytes = std::max(kMinRangeGrowthBytes, highest / kRangeGrowthPeakFraction);

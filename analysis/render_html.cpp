@@ -138,6 +138,11 @@ std::string header(const Report& report) {
                                       format_duration(totals.peak_time_ns)));
   out += meta_row("leaked", fmt::format("{} in {} allocations", format_bytes_exact(totals.leaked_bytes),
                                         totals.leaked_allocations));
+  for (const HeapAtExit& heap : report.heaps) {  // framework heaps (heaps.h): their reservation, apart
+    out += meta_row(heap.cached() ? "cached at exit" : "reserved at exit",
+                    fmt::format("{} by {}{}", format_bytes_exact(heap.reserved_bytes), heap.allocator,
+                                heap.cached() ? " (not a leak)" : ", blocks not recorded (" + heap.note + ")"));
+  }
   if (report.imported.any()) {
     out += meta_row("imported", fmt::format("{} peak from other processes (not counted above), {} IPC handles left open",
                                             format_bytes_exact(report.imported.peak_bytes),

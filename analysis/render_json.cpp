@@ -84,6 +84,8 @@ Json totals_json(const Totals& totals) {
               {"failed_allocations", totals.failed_allocations},
               {"leaked_bytes", totals.leaked_bytes},
               {"leaked_allocations", totals.leaked_allocations},
+              {"cached_at_exit_bytes", totals.cached_at_exit_bytes},
+              {"cached_at_exit_allocations", totals.cached_at_exit_allocations},
               {"peak_bytes", totals.peak_bytes},
               {"peak_time_ns", totals.peak_time_ns},
               {"unmatched_frees", totals.unmatched_frees},
@@ -180,6 +182,8 @@ Json peaks_json(const std::vector<DevicePeak>& peaks) {
                         {"bytes", peak.bytes},
                         {"time_ns", peak.time_ns},
                         {"stack_groups", peak.stack_groups},
+                        {"held_bytes", optional_value(peak.held_bytes)},
+                        {"held_time_ns", peak.held_bytes ? Json(peak.held_time_ns) : Json(nullptr)},
                         {"stacks", stack_bytes_list(peak.stacks)}});
   }
   return list;
@@ -268,6 +272,40 @@ Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
   return list;
 }
 
+Json optional_text(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
+
+Json heap_space_json(const std::optional<HeapSpace>& space) {
+  if (!space) return nullptr;
+  return Json{{"segments", space->segments},
+              {"reserved_bytes", space->reserved_bytes},
+              {"held_bytes", space->held_bytes},
+              {"free_bytes", space->free_bytes},
+              {"largest_free_bytes", space->largest_free_bytes}};
+}
+
+// Framework heaps at exit (heaps.h): the reservation each allocator still held, apart from the leaks.
+Json cached_at_exit_json(const Report& report) {
+  Json heaps = Json::array();
+  for (const HeapAtExit& heap : report.heaps) {
+    heaps.push_back(Json{{"source", std::string(schema::to_string(static_cast<schema::Source>(heap.source)))},
+                         {"allocator", heap.allocator},
+                         {"reserved_bytes", heap.reserved_bytes},
+                         {"reserved_allocations", heap.reserved_allocations},
+                         {"segments", heap.segments},
+                         {"segment_bytes", heap.segment_bytes},
+                         {"held_bytes", heap.held_bytes},
+                         {"held_blocks", heap.held_blocks},
+                         {"cached", heap.cached()},
+                         {"blocks_recorded", heap.blocks_recorded},
+                         {"in_leaks", heap.in_leaks},
+                         {"note", optional_text(heap.note)}});
+  }
+  return Json{{"bytes", report.totals.cached_at_exit_bytes},
+              {"allocations", report.totals.cached_at_exit_allocations},
+              {"verdict_complete", leak_verdict_complete(report)},
+              {"heaps", std::move(heaps)}};
+}
+
 Json failure_json(const AllocFailure& failure) {
   Json item{{"event_id", failure.event_id},
               {"time_ns", failure.time_ns},
@@ -285,13 +323,14 @@ Json failure_json(const AllocFailure& failure) {
               {"label", failure.label},
               {"largest_free_gap", failure.fragmentation ? Json(failure.fragmentation->largest_gap_bytes) : Json(nullptr)},
               {"fragmentation", fragmentation_json(failure.fragmentation)},
-              {"top_stacks", stack_bytes_list(failure.top_stacks)}};
+              {"top_stacks", stack_bytes_list(failure.top_stacks)},
+              {"allocator", optional_text(failure.allocator)},
+              {"heap", heap_space_json(failure.heap)}};
   add_stack_view(item, failure.stack);
   return item;
 }
 
 // NVTX ranges and filters (ranges.h, filters.h).
-Json optional_text(const std::string& text) { return text.empty() ? Json(nullptr) : Json(text); }
 
 Json range_growth_json(const RangeGrowth& range) {
   Json stacks = growth_stacks_json(range.stacks);
@@ -421,7 +460,12 @@ Json findings_json(const Report& report) {
 std::string render_json(const Report& report, const RenderOptions& options) {
   const size_t shown = std::min(options.top, report.leaks.size());
   Json leaks = Json::array();
-  for (size_t i = 0; i < shown; ++i) leaks.push_back(leak_json(report.leaks[i], i + 1));
+  for (size_t i = 0; i < shown; ++i) {
+    leaks.push_back(leak_json(report.leaks[i], i + 1));
+    // The app's Python line (tensor_blocks.h), for a group allocated from Python: where a tensor was made.
+    const Frame* app = app_python_frame(report.leaks[i].stack);
+    leaks.back()["python_line"] = app && app->python ? Json(python_line(report.leaks[i].stack)) : Json(nullptr);
+  }
   Json failures = Json::array();
   for (const AllocFailure& failure : report.failures) failures.push_back(failure_json(failure));
 
@@ -443,6 +487,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
             {"bytes_below_min_bytes", report.leaked_bytes_below_min_bytes},
             {"min_bytes", optional_value(report.min_bytes)}}},
       {"leaks", std::move(leaks)},
+      {"cached_at_exit", cached_at_exit_json(report)},
       {"imported", imported_json(report.imported)},
       {"allocators", allocators_json(report.leaks)},
       {"suppressed", suppressed_json(report)},  // CI sections: render_ci.cpp

@@ -98,6 +98,7 @@ void append_totals(std::string& out, const Report& report, const RenderOptions& 
   out += fmt::format("  failed allocations  {}\n", totals.failed_allocations);
   out += fmt::format("  leaked              {} in {}\n", format_bytes_exact(totals.leaked_bytes),
                      plural(totals.leaked_allocations, "allocation", "allocations"));
+  append_cached_at_exit(out, report);  // framework heaps: render_text_heaps.cpp
   if (totals.unmatched_frees > 0) {
     out += fmt::format(
         "  unmatched frees     {} (addresses that were not live: double frees, or memory "
@@ -132,7 +133,7 @@ void append_totals(std::string& out, const Report& report, const RenderOptions& 
 
 void append_leaks(std::string& out, const Report& report, const RenderOptions& options) {
   if (report.totals.leaked_allocations == 0) {
-    out += "\nNo leaks: every allocation was freed.\n";
+    out += no_leaks_verdict(report);
     return;
   }
   if (report.leaks.empty()) {
@@ -148,6 +149,7 @@ void append_leaks(std::string& out, const Report& report, const RenderOptions& o
     out += fmt::format("\n#{} {} in {} ({}, {}) {}\n", i + 1, format_bytes(group.bytes),
                        plural(group.count, "allocation", "allocations"), join_names(group.apis),
                        join_names(group.memory_kinds), time_span(group.first_alloc_ns, group.last_alloc_ns));
+    out += user_line_note(group.stack);
     append_stack(out, group.stack, options);
   }
 }

@@ -110,6 +110,13 @@ void append_peak_over_time(std::string& out, const Report& report, const RenderO
     }
   }
   for (const DevicePeak& peak : report.peaks) {
+    if (peak.held_bytes) {  // framework heaps: who held the memory is said at the app's own peak
+      out += fmt::format("  {} peaked at {} at {}; the app held the most, {}, at {}, largest first:\n",
+                         device_name(peak.device), format_bytes(peak.bytes), format_duration(peak.time_ns),
+                         format_bytes(*peak.held_bytes), format_duration(peak.held_time_ns));
+      append_held(out, peak.stacks, peak.stack_groups, options);
+      continue;
+    }
     out += fmt::format("  {} peaked at {} at {}; live then, largest first:\n", device_name(peak.device),
                        format_bytes(peak.bytes), format_duration(peak.time_ns));
     append_held(out, peak.stacks, peak.stack_groups, options);
@@ -192,6 +199,7 @@ void append_fragmentation(std::string& out, const Report& report) {
 }
 
 void append_failure_label(std::string& out, const AllocFailure& failure) {
+  if (append_heap_failure_label(out, failure)) return;
   if (failure.label == "fragmentation") {
     out += "    label: fragmentation (more memory was free than requested, but no free block was large enough)\n";
   } else if (failure.label == "out of memory") {

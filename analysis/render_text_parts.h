@@ -48,6 +48,14 @@ void append_fragmentation(std::string& out, const Report& report);
 void append_pools(std::string& out, const Report& report);
 // After a failure's "device free" line: its OOM label, explained (nothing for errors other than OOM).
 void append_failure_label(std::string& out, const AllocFailure& failure);
+// Framework heaps (render_text_heaps.cpp): the frame a one-line summary names (the app's Python line for a
+// tensor's stack that starts in PyTorch's C++), and "    allocated at ..." when that is not the innermost frame;
+// the reservations at exit; the verdict when nothing leaked; a failed block allocation's label (false: not one).
+const Frame* summary_frame(const Stack& stack);
+std::string user_line_note(const Stack& stack);
+void append_cached_at_exit(std::string& out, const Report& report);
+std::string no_leaks_verdict(const Report& report);
+bool append_heap_failure_label(std::string& out, const AllocFailure& failure);
 // After a failure's stack: the largest free gap and who held the memory.
 void append_failure_forensics(std::string& out, const AllocFailure& failure, const RenderOptions& options);
 

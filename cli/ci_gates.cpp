@@ -105,6 +105,19 @@ int check_gates(const analysis::Report& report, const ReportGates& gates) {
                analysis::format_bytes_exact(*gates.fail_on_leak));
     exit_code = kExitFindings;
   }
+  // A heap whose blocks were not recorded, kept out of the leaks: what the app held in it is unknown, so the gate
+  // cannot pass on it.
+  uint64_t unknown_bytes = 0;
+  for (const analysis::HeapAtExit& heap : report.heaps) {
+    if (!heap.blocks_recorded && !heap.in_leaks) unknown_bytes += heap.reserved_bytes;
+  }
+  if (gates.fail_on_leak && totals.leaked_bytes <= *gates.fail_on_leak &&
+      totals.leaked_bytes + unknown_bytes > *gates.fail_on_leak) {
+    fmt::print(stderr, "gpumemtrace: --fail-on-leak failed: {} leaked, and {} reserved by framework allocators at "
+                       "exit whose blocks were not all recorded (what the app held in it is unknown)\n",
+               analysis::format_bytes_exact(totals.leaked_bytes), analysis::format_bytes_exact(unknown_bytes));
+    exit_code = kExitFindings;
+  }
   if (gates.fail_on_growth && !report.growth.findings.empty()) {
     std::string devices;
     for (const analysis::GrowthFinding& finding : report.growth.findings) {

@@ -55,6 +55,21 @@ static void print_cross_check_summary(const analysis::Report& report) {
   }
 }
 
+// Framework heaps (analysis/heaps.h): what each allocator still held at exit, cached (not a leak) or with its
+// blocks not recorded (then no verdict on it is clean).
+static void print_heaps_summary(const analysis::Report& report) {
+  for (const analysis::HeapAtExit& heap : report.heaps) {
+    if (heap.cached()) {
+      if (heap.reserved_allocations == 0) continue;
+      fmt::print(stderr, "  cached at exit by {}: {} (not a leak)\n", heap.allocator,
+                 analysis::format_bytes_exact(heap.reserved_bytes));
+    } else {
+      fmt::print(stderr, "  reserved at exit by {}: {}, blocks not recorded ({})\n", heap.allocator,
+                 analysis::format_bytes_exact(heap.reserved_bytes), heap.note);
+    }
+  }
+}
+
 bool print_run_summary(const std::string& path) {
   try {
     auto trace = analysis::TraceFile::open(path);
@@ -66,7 +81,9 @@ bool print_run_summary(const std::string& path) {
                t.failed_allocations);
     fmt::print(stderr, "  peak live {} at {}\n", analysis::format_bytes_exact(t.peak_bytes),
                analysis::format_duration(t.peak_time_ns));
-    if (t.leaked_allocations == 0) {
+    if (t.leaked_allocations == 0 && !analysis::leak_verdict_complete(report)) {
+      fmt::print(stderr, "  no leak among the recorded blocks, but not every block was recorded\n");
+    } else if (t.leaked_allocations == 0) {
       fmt::print(stderr, "  no leaks: every allocation was freed\n");
     } else {
       fmt::print(stderr, "  leaked {} in {} allocation{} from {} call stack{}\n",
@@ -74,6 +91,7 @@ bool print_run_summary(const std::string& path) {
                  t.leaked_allocations == 1 ? "" : "s", report.leak_groups_total,
                  report.leak_groups_total == 1 ? "" : "s");
     }
+    print_heaps_summary(report);
     if (!report.trace.complete) {
       if (report.trace.stop_reason && !report.trace.stop_reason->empty()) {
         fmt::print(stderr, "  warning: the trace is incomplete ({})\n", analysis::incomplete_reason(report.trace));

@@ -152,6 +152,67 @@ class GpuTorchBlocksTest(TraceDirTestCase):
             with sqlite3.connect(trace) as db:
                 self.assertIsNone(db.execute("SELECT value FROM meta WHERE key = 'tensor_blocks'").fetchone())
 
+    # samples/torch_dict_leak.py: leaked is what the app held, at its own lines; PyTorch's segments are cached.
+    def run_dict_leak(self, name, *args):
+        trace = self.path(name)
+        sample = os.path.join(SOURCE, "samples", "torch_dict_leak.py")
+        result = subprocess.run([CLI, "run", "-o", trace, "--", PYTHON, sample, *args], capture_output=True,
+                                text=True, timeout=600, env=dict(os.environ, GMT_TORCH_BRIDGE_CACHE=CACHE))
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        seen = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+        return trace, report_json(trace), seen, result.stderr
+
+    def check_dict_leak(self, report, seen, stderr):
+        keep = f"{SOURCE}/samples/torch_dict_leak.py:handle:{marker_line('torch_dict_leak.py', '# DICT-KEEP')}"
+        weights = f"{SOURCE}/samples/torch_dict_leak.py:<module>:{marker_line('torch_dict_leak.py', '# WEIGHTS')}"
+        self.assertEqual(report["trace"]["dropped_events"], 0)
+        by_line = {leak["python_line"]: leak for leak in report["leaks"] if leak["python_line"]}
+        self.assertIn(keep, by_line, list(by_line))
+        self.assertEqual(by_line[keep]["bytes"], int(seen["kept_bytes"]))  # to the byte
+        self.assertEqual(by_line[keep]["count"], int(seen["kept_tensors"]))
+        self.assertIn(weights, by_line, list(by_line))
+        self.assertEqual(by_line[weights]["bytes"], int(seen["weights_bytes"]))
+        # No segment PyTorch merely cached is leaked: its reservation at exit is cached_at_exit, to the byte.
+        self.assertEqual(report["totals"]["cached_at_exit_bytes"], int(seen["reserved_at_exit"]))
+        self.assertTrue(report["cached_at_exit"]["verdict_complete"])
+        for leak in report["leaks"]:
+            self.assertNotIn("CUDACachingAllocator", " ".join(f["function"] or "" for f in leak["stack"]),
+                             leak["python_line"])
+        self.assertIn("cached at exit by PyTorch's caching allocator", stderr)
+        # Growth: over time and per repetition of "request", at the dict line.
+        growth = [f for f in report["growth"]["findings"] if f["stacks"]]
+        self.assertTrue(growth, report["growth"])
+        self.assertTrue(any(f["module"] == "python" and (f["file"] or "").endswith("torch_dict_leak.py")
+                            for f in growth[0]["stacks"][0]["stack"]), growth[0]["stacks"][0])
+        requests = [g for g in report["ranges"]["growth"] if g["name"] == "request"]
+        self.assertTrue(requests, [r["name"] for r in report["ranges"]["repeated"]])
+        self.figures.append(f"torch dict leak: leaked {by_line[keep]['bytes']} B in {by_line[keep]['count']} tensors "
+                            f"at {keep} (the script kept {seen['kept_bytes']} B); cached at exit "
+                            f"{report['totals']['cached_at_exit_bytes']} B (torch reserved {seen['reserved_at_exit']})")
+
+    def test_dict_leak_is_the_kept_bytes_at_the_keeping_line(self):
+        _, report, seen, stderr = self.run_dict_leak("dict.db")
+        self.check_dict_leak(report, seen, stderr)
+
+    def test_dict_leak_ending_in_an_oom_inside_pytorchs_cache(self):
+        _, report, seen, stderr = self.run_dict_leak("dict-oom.db", "--oom")
+        self.assertEqual(seen["oom"], "raised True")
+        self.check_dict_leak(report, seen, stderr)
+        failed = [f for f in report["failures"] if f["allocator"] == "PyTorch's caching allocator"]
+        self.assertEqual(len(failed), 1, report["failures"])
+        failure = failed[0]
+        self.assertEqual(failure["requested_bytes"], int(seen["oom_request"]))
+        # PyTorch's own account of its cache (memory_snapshot) at the OOM, against the heap's layout in the trace.
+        self.assertEqual(failure["heap"]["free_bytes"], int(seen["oom_cached_free"]))
+        self.assertEqual(failure["heap"]["largest_free_bytes"], int(seen["oom_largest_free"]))
+        fragmented = int(seen["oom_cached_free"]) >= int(seen["oom_request"])
+        self.assertEqual(failure["label"], "heap fragmentation" if fragmented else "heap out of memory")
+        python = [f for f in failure["stack"] if f["module"] == "python"]
+        self.assertEqual(python[0]["line"], marker_line("torch_dict_leak.py", "# OOM-REQUEST"))
+        self.figures.append(f"torch dict leak, OOM: {failure['label']}: {failure['heap']['free_bytes']} B free in "
+                            f"PyTorch's cache, largest {failure['heap']['largest_free_bytes']} B, request "
+                            f"{failure['requested_bytes']} B")
+
 
 if __name__ == "__main__":
     if not have_gpu():

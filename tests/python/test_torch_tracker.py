@@ -40,12 +40,13 @@ class TorchTrackerTest(TraceDirTestCase):
         super().setUp()
         self.cache = self.path("bridge-cache")
 
-    def run_app(self, name, *options, app_args=(), env=None, fixture=FIXTURE):
+    def run_app(self, name, *options, app_args=(), env=None, fixture=FIXTURE, quiet=True):
         full_env = {"PYTHONPATH": fixture, "GMT_TORCH_BRIDGE_CACHE": self.cache}
         full_env.update(env or {})
         trace = self.path(name)
-        result = run_cli("run", "--simulate", "-q", "-o", trace, *options, "--", sys.executable, APP, str(STEPS),
-                         *app_args, env=full_env)
+        quiet_option = ["-q"] if quiet else []
+        result = run_cli("run", "--simulate", *quiet_option, "-o", trace, *options, "--", sys.executable, APP,
+                         str(STEPS), *app_args, env=full_env)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("done True", result.stdout)
         seen = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
@@ -218,6 +219,49 @@ class TorchTrackerTest(TraceDirTestCase):
         kept_line = f"{APP}:make_activation:{marker('BLOCK-KEPT')}"
         self.assertEqual(blocks["alive_at_exit"][0]["python_line"], kept_line)
         self.assertEqual(blocks["alive_at_exit"][0]["bytes"], STEPS * KEPT_BYTES)
+
+    def test_leaked_is_the_kept_tensors_and_the_segment_is_cached(self):
+        trace, _, stderr = self.run_app("leak.db", quiet=False)  # run's end summary too
+        report = report_json(trace)
+        totals = report["totals"]
+        # What the app held at exit: the kept blocks, at the line that kept them; nothing else.
+        self.assertEqual((totals["leaked_bytes"], totals["leaked_allocations"]), (STEPS * KEPT_BYTES, STEPS))
+        self.assertEqual(report["leak_groups"]["total"], 1)
+        leak = report["leaks"][0]
+        self.assertEqual((leak["bytes"], leak["count"]), (STEPS * KEPT_BYTES, STEPS))
+        self.assertEqual(leak["python_line"], f"{APP}:make_activation:{marker('BLOCK-KEPT')}")
+        self.assertEqual(leak["memory_kinds"], ["tensor_block"])
+        # PyTorch's segment (the one CUDA-level allocation, still the device's figures) is cached, not leaked.
+        self.assertEqual((totals["allocations"], totals["allocated_bytes"]), (1, SEGMENT_BYTES))
+        self.assertEqual((totals["cached_at_exit_bytes"], totals["cached_at_exit_allocations"]), (SEGMENT_BYTES, 1))
+        cached = report["cached_at_exit"]
+        self.assertTrue(cached["verdict_complete"])
+        self.assertEqual([(h["allocator"], h["reserved_bytes"], h["segments"], h["held_bytes"], h["cached"])
+                          for h in cached["heaps"]],
+                         [("PyTorch's caching allocator", SEGMENT_BYTES, 1, STEPS * KEPT_BYTES, True)])
+        # run's end summary says the same.
+        self.assertIn(f"leaked {STEPS * KEPT_BYTES // (1 << 20)}.00 MiB ({STEPS * KEPT_BYTES} B) in {STEPS} "
+                      "allocations from 1 call stack", stderr)
+        self.assertIn(f"cached at exit by PyTorch's caching allocator: 256.00 MiB ({SEGMENT_BYTES} B) (not a leak)",
+                      stderr)
+        # --fail-on-leak: exactly the kept bytes leaked, the segment counts for nothing.
+        at_limit = run_cli("report", f"--fail-on-leak={STEPS * KEPT_BYTES}", trace)
+        self.assertEqual(at_limit.returncode, 0, at_limit.stderr)
+        over = run_cli("report", f"--fail-on-leak={STEPS * KEPT_BYTES - 1}", trace)
+        self.assertEqual(over.returncode, 1, over.stderr)
+        self.assertIn(f"({STEPS * KEPT_BYTES} B) leaked in {STEPS} allocations from 1 call stack", over.stderr)
+
+    def test_without_blocks_pytorchs_reservation_is_said_and_no_clean_verdict(self):
+        trace, _, stderr = self.run_app("unrecorded.db", env={"CXX": "/nonexistent/c++"}, quiet=False)
+        report = report_json(trace)
+        heaps = report["cached_at_exit"]["heaps"]
+        self.assertEqual(len(heaps), 1)
+        self.assertFalse(heaps[0]["blocks_recorded"])
+        self.assertTrue(heaps[0]["in_leaks"])
+        self.assertIn("no C++ compiler", heaps[0]["note"])
+        self.assertEqual(report["totals"]["cached_at_exit_bytes"], 0)
+        self.assertIn("reserved at exit by PyTorch's caching allocator", stderr)
+        self.assertNotIn("no leaks", stderr)
 
 
 if __name__ == "__main__":
