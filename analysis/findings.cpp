@@ -133,7 +133,8 @@ std::vector<Finding> findings_of(const Report& report) {
   SourceLines sources;
   std::vector<Finding> findings;
   // Memory live at the end of a trace that may be missing events (a crash, dropped events) is not a verdict.
-  const bool trusted_end = report.trace.complete && report.trace.dropped_events == 0;
+  const bool trusted_end =
+      report.trace.complete && report.trace.dropped_events == 0 && leak_verdict_complete(report);
   for (const LeakGroup& group : report.leaks) {
     std::string verdict =
         fmt::format("{}: {} in {} {}", trusted_end ? "leak" : "live at the end of an incomplete trace",
@@ -182,6 +183,18 @@ std::vector<Finding> findings_of(const Report& report) {
   for (const AllocFailure& failure : report.failures) {
     std::string verdict = fmt::format("failed allocation of {} on {}: {}", format_bytes(failure.requested_bytes),
                                       device_name(failure.device), failure.label);
+    // A framework allocator's failure, at the level it happened: its cache, not the device.
+    if (failure.heap_source && failure.heap) {
+      const HeapSpace& heap = *failure.heap;
+      verdict = failure.label == "heap fragmentation"
+                    ? fmt::format("failed allocation of {} on {}: fragmentation inside {}'s cache ({} free in it, "
+                                  "largest free block {})",
+                                  format_bytes(failure.requested_bytes), device_name(failure.device), failure.allocator,
+                                  format_bytes(heap.free_bytes), format_bytes(heap.largest_free_bytes))
+                    : fmt::format("failed allocation of {} on {}: out of memory in {} ({} free in its cache)",
+                                  format_bytes(failure.requested_bytes), device_name(failure.device),
+                                  failure.allocator, format_bytes(heap.free_bytes));
+    }
     Finding finding = named_at(FindingKind::FailedAllocation, failure.requested_bytes, std::move(verdict),
                                failure.stack, {failure.api}, sources);
     if (failure.device_free) {
