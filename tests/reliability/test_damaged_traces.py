@@ -21,7 +21,7 @@ OPTIONAL_TABLES = {
     "stack_frames": "no allocation has a call stack",
     "modules": "frames name no module",
     "symbols": "frames show addresses only, without functions, files or lines",
-    "alloc_failures": "failed allocations show no free device memory",
+    "alloc_failures": "failed allocations show no free device memory (out of memory or fragmentation is unknown)",
     "pool_usage": "no stream-ordered pool figures",
     "strings": "NVTX ranges and Python frames have no names",
     "ranges": "no memory by NVTX range",
@@ -91,10 +91,10 @@ class DamagedTraces(unittest.TestCase):
         cls.dir = cls._dir.name
         # 8 threads, 400 pairs each, each thread leaking one allocation: ~6,400 events over many pages.
         cls.threaded = os.path.join(cls.dir, "threaded.db")
-        record(cls.threaded, sample("sample_threaded"), "8", "400")
+        record(cls.threaded, sample("threaded"), "8", "400")
         # NVTX ranges and their names: a trace with every optional table the report reads.
         cls.ranges = os.path.join(cls.dir, "ranges.db")
-        record(cls.ranges, sample("sample_nvtx_ranges"), "--steps", "20")
+        record(cls.ranges, sample("nvtx_ranges"), "--steps", "20")
 
     @classmethod
     def tearDownClass(cls):
