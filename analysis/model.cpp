@@ -10,6 +10,7 @@
 #include "analysis/ranges.h"
 #include "analysis/suppressions.h"
 #include "analysis/tensor_blocks.h"
+#include "analysis/trace_tables.h"
 #include "analysis/verify.h"
 
 #include <algorithm>
@@ -68,8 +69,13 @@ struct ModuleRange {
 // stacks.
 class StackLoader {
  public:
-  explicit StackLoader(const TraceFile& trace)
-      : exists_(trace, "SELECT 1 FROM stacks WHERE id = ?1"), frames_(trace, frames_sql(trace)) {
+  explicit StackLoader(const TraceFile& trace) {
+    // Without stacks or stack_frames every stack is missing (trace_tables.h says so in the report).
+    if (trace.has_table("stacks") && trace.has_table("stack_frames")) {
+      exists_.emplace(trace, "SELECT 1 FROM stacks WHERE id = ?1");
+      frames_.emplace(trace, frames_sql(trace).c_str());
+    }
+    if (!trace.has_table("modules")) return;
     Statement modules(trace, "SELECT id, path, base, size FROM modules");
     while (modules.step()) {
       ModuleRange range{static_cast<uint64_t>(modules.column_int(2)),
@@ -86,52 +92,63 @@ class StackLoader {
     Stack stack;
     stack.id = stack_id;
     if (stack_id != 0) {
-      exists_.reset();
-      exists_.bind(1, stack_id);
-      stack.missing = !exists_.step();
+      stack.missing = !exists_;
+      if (exists_) {
+        exists_->reset();
+        exists_->bind(1, stack_id);
+        stack.missing = !exists_->step();
+      }
       if (!stack.missing) read_frames(stack);
     }
     return cache_.emplace(stack_id, std::move(stack)).first->second;
   }
 
  private:
-  // Python frames (v5) name a python_frames row instead of a pc; older traces have none.
-  static const char* frames_sql(const TraceFile& trace) {
-    if (trace.schema_version() >= 5) {
-      return "SELECT f.level, f.pc, s.function, s.file, s.line, s.module_id, f.python_frame_id, pfn.text, "
-             "pfl.text, p.line "
-             "FROM stack_frames f LEFT JOIN symbols s ON s.pc = f.pc AND f.python_frame_id = 0 "
-             "LEFT JOIN python_frames p ON p.id = f.python_frame_id "
-             "LEFT JOIN strings pfn ON pfn.id = p.function_id LEFT JOIN strings pfl ON pfl.id = p.file_id "
-             "WHERE f.stack_id = ?1 ORDER BY f.level";
+  // Python frames (v5) name a python_frames row instead of a pc; older traces have none. A table the trace lacks
+  // (trace_tables.h) reads as NULL columns: symbols give names, python_frames and strings Python frames.
+  static std::string frames_sql(const TraceFile& trace) {
+    const bool symbols = trace.has_table("symbols");
+    const bool python = trace.schema_version() >= 5 && trace.has_table("python_frames");
+    const bool strings = python && trace.has_table("strings");
+    std::string sql = "SELECT f.level, f.pc, ";
+    sql += symbols ? "s.function, s.file, s.line, s.module_id, " : "NULL, NULL, NULL, NULL, ";
+    sql += python ? "f.python_frame_id, " : "0, ";
+    sql += strings ? "pfn.text, pfl.text, " : "NULL, NULL, ";
+    sql += python ? "p.line FROM stack_frames f " : "NULL FROM stack_frames f ";
+    if (symbols) {
+      sql += python ? "LEFT JOIN symbols s ON s.pc = f.pc AND f.python_frame_id = 0 "
+                    : "LEFT JOIN symbols s ON s.pc = f.pc ";
     }
-    return "SELECT f.level, f.pc, s.function, s.file, s.line, s.module_id, 0, NULL, NULL, NULL "
-           "FROM stack_frames f LEFT JOIN symbols s ON s.pc = f.pc "
-           "WHERE f.stack_id = ?1 ORDER BY f.level";
+    if (python) sql += "LEFT JOIN python_frames p ON p.id = f.python_frame_id ";
+    if (strings) {
+      sql += "LEFT JOIN strings pfn ON pfn.id = p.function_id LEFT JOIN strings pfl ON pfl.id = p.file_id ";
+    }
+    return sql + "WHERE f.stack_id = ?1 ORDER BY f.level";
   }
 
   void read_frames(Stack& stack) {
-    frames_.reset();
-    frames_.bind(1, stack.id);
-    while (frames_.step()) {
+    Statement& rows = *frames_;  // present whenever a stack is not missing
+    rows.reset();
+    rows.bind(1, stack.id);
+    while (rows.step()) {
       Frame frame;
-      frame.level = frames_.column_int(0);
-      frame.pc = static_cast<uint64_t>(frames_.column_int(1));
-      if (frames_.column_int(6) != 0) {
+      frame.level = rows.column_int(0);
+      frame.pc = static_cast<uint64_t>(rows.column_int(1));
+      if (rows.column_int(6) != 0) {
         frame.python = true;
         frame.module = std::string(kPythonModule);
-        frame.function = non_empty(frames_.column_text(7));
-        frame.file = non_empty(frames_.column_text(8));
-        if (!frames_.column_is_null(9) && frames_.column_int(9) > 0) frame.line = frames_.column_int(9);
+        frame.function = non_empty(rows.column_text(7));
+        frame.file = non_empty(rows.column_text(8));
+        if (!rows.column_is_null(9) && rows.column_int(9) > 0) frame.line = rows.column_int(9);
         stack.frames.push_back(std::move(frame));
         continue;
       }
       // The symbolizer may store "" or line 0 for "unknown"; the report shows both as unknown.
-      frame.function = non_empty(frames_.column_text(2));
-      frame.file = non_empty(frames_.column_text(3));
-      if (!frames_.column_is_null(4) && frames_.column_int(4) > 0) frame.line = frames_.column_int(4);
-      if (!frames_.column_is_null(5)) {
-        auto module = modules_by_id_.find(frames_.column_int(5));
+      frame.function = non_empty(rows.column_text(2));
+      frame.file = non_empty(rows.column_text(3));
+      if (!rows.column_is_null(4) && rows.column_int(4) > 0) frame.line = rows.column_int(4);
+      if (!rows.column_is_null(5)) {
+        auto module = modules_by_id_.find(rows.column_int(5));
         if (module != modules_by_id_.end()) set_module(frame, module->second);
       }
       if (!frame.module) {
@@ -187,8 +204,8 @@ class StackLoader {
     return nullptr;
   }
 
-  Statement exists_;
-  Statement frames_;
+  std::optional<Statement> exists_;
+  std::optional<Statement> frames_;
   std::unordered_map<int64_t, ModuleRange> modules_by_id_;
   std::vector<ModuleRange> ranges_;
   std::unordered_map<int64_t, Stack> cache_;
@@ -221,6 +238,7 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPausedNs).value_or(0)));
   info.dropped_events =
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
+  info.missing_tables = missing_table_notes(trace);
 }
 
 // What makes two stacks the same to a reader: per frame, function, file and line when symbolized, else the
@@ -282,11 +300,14 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   // event and saves a second pass for the failures.
   // Schema 1 traces have no handle column: read it as 0 there.
   const char* handle_column = trace.schema_version() >= 2 ? "e.handle" : "0";
-  const std::string events_sql = std::string(
-      "SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
-      "e.stack_id, e.error, f.device_free, f.device_total, ") + handle_column +
-      ", e.thread_id, e.stream, e.source FROM events e LEFT JOIN alloc_failures f ON f.event_id = e.id" +
-      events_of(set) + without_cross_check(trace);  // run --verify: the cross-check's events count nowhere
+  const bool failures_table = trace.has_table("alloc_failures");  // trace_tables.h: optional
+  const std::string events_sql =
+      std::string("SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
+                  "e.stack_id, e.error, ") +
+      (failures_table ? "f.device_free, f.device_total, " : "NULL, NULL, ") + handle_column +
+      ", e.thread_id, e.stream, e.source FROM events e" +
+      (failures_table ? " LEFT JOIN alloc_failures f ON f.event_id = e.id" : "") + events_of(set) +
+      without_cross_check(trace);  // run --verify: the cross-check's events count nowhere
   const int64_t segment_alloc = static_cast<int64_t>(EventKind::SegmentAlloc);
   const int64_t segment_free = static_cast<int64_t>(EventKind::SegmentFree);
   uint64_t events_estimated = 0;

@@ -209,11 +209,17 @@ struct TraceInfo {
   std::optional<std::string> stop_reason;  // meta.stop_reason: why recording ended early (a full disk...)
   uint64_t recording_pauses = 0;           // meta.recording_pauses: benchmark pauses (events then are missing)
   uint64_t recording_paused_ns = 0;
+  // A damaged trace salvaged (salvage.h): what was lost, as one sentence. The trace then counts as incomplete
+  // (complete is false) whatever its meta says.
+  std::optional<std::string> salvaged;
+  // Optional tables the trace's schema has and the trace lacks, each as trace_tables.h words it.
+  std::vector<std::string> missing_tables;
 };
 
 // Why a trace is incomplete, for a sentence: "recording stopped early: disk full: ..." when the trace says
 // why, else the usual suspects.
 inline std::string incomplete_reason(const TraceInfo& trace) {
+  if (trace.salvaged) return *trace.salvaged;
   if (trace.stop_reason && !trace.stop_reason->empty()) return "recording stopped early: " + *trace.stop_reason;
   return "the process crashed, was killed or is still running";
 }

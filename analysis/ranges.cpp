@@ -5,12 +5,6 @@
 namespace gmt::analysis {
 namespace {
 
-bool table_exists(const TraceFile& trace, const char* name) {
-  Statement query(trace, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
-  query.bind(1, std::string(name));
-  return query.step();
-}
-
 void remove_value(std::vector<uint32_t>& values, uint32_t value) {
   auto at = std::find(values.begin(), values.end(), value);
   if (at != values.end()) {
@@ -29,7 +23,7 @@ RangeTracker::RangeTracker(const TraceFile& trace, const EventFilters& filters, 
   keys_.emplace_back();
   keys_[0].stats.none = true;
   named_.push_back(false);
-  has_table_ = table_exists(trace, "ranges");
+  has_table_ = trace.has_table("ranges");
   if (!has_table_) return;
   if (filters.pid && filters.pid != trace_pid) return;  // another process: nothing is analyzed
   load(trace, filters);
@@ -55,10 +49,13 @@ void RangeTracker::load(const TraceFile& trace, const EventFilters& filters) {
     if (filters.since_ns) since = origin + *filters.since_ns;
     if (filters.until_ns) until = origin + *filters.until_ns;
   }
-  Statement rows(trace,
-                 "SELECT r.id, r.thread_id, r.start_ns, r.end_ns, r.depth, d.text, n.text FROM ranges r "
-                 "LEFT JOIN strings d ON d.id = r.domain_id LEFT JOIN strings n ON n.id = r.name_id "
-                 "ORDER BY r.start_ns, r.id");
+  // Without strings (trace_tables.h) every range is nameless: the report then shows one bucket for all of them.
+  Statement rows(trace, trace.has_table("strings")
+                            ? "SELECT r.id, r.thread_id, r.start_ns, r.end_ns, r.depth, d.text, n.text FROM ranges r "
+                              "LEFT JOIN strings d ON d.id = r.domain_id LEFT JOIN strings n ON n.id = r.name_id "
+                              "ORDER BY r.start_ns, r.id"
+                            : "SELECT r.id, r.thread_id, r.start_ns, r.end_ns, r.depth, NULL, NULL FROM ranges r "
+                              "ORDER BY r.start_ns, r.id");
   while (rows.step()) {
     Occurrence occurrence;
     occurrence.id = rows.column_int(0);

@@ -28,7 +28,9 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 // The same report as a JSON document (pretty printed, indent 2, trailing newline). Shape, with every
 // field always present (null where unknown):
 //   trace:  path, pid, command_line, hostname, backend, backend_reason, backend_note, tool_version, schema_version, duration_ns,
-//           duration_from_events, complete, simulated, symbolized, dropped_events, event_count
+//           duration_from_events, complete, salvaged (null, or the sentence saying what a damaged trace lost:
+//           the trace is then incomplete), missing_tables ([] or "the trace has no <table> table: ..." notes),
+//           simulated, symbolized, dropped_events, event_count
 //   devices[]: ordinal, name, uuid, total_bytes, pci_bus_id (the devices table; [] before schema v6)
 //   cross_check: null unless the trace comes from run --verify (render_json_parts.h has its shape)
 //   totals: allocations, allocated_bytes, frees, failed_allocations, leaked_bytes, leaked_allocations,

@@ -69,6 +69,8 @@ Json trace_json(const TraceInfo& trace) {
               {"duration_from_events", trace.duration_from_events},
               {"complete", trace.complete},
               {"stop_reason", optional_value(trace.stop_reason)},
+              {"salvaged", optional_value(trace.salvaged)},
+              {"missing_tables", trace.missing_tables},
               {"simulated", trace.simulated},
               {"symbolized", trace.symbolized},
               {"dropped_events", trace.dropped_events},

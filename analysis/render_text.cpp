@@ -12,6 +12,7 @@
 #include "analysis/render.h"
 #include "analysis/render_text_parts.h"
 #include "analysis/stack_view.h"
+#include "analysis/trace_tables.h"
 
 namespace gmt::analysis {
 namespace {
@@ -72,7 +73,10 @@ void append_header(std::string& out, const TraceInfo& trace) {
     out += fmt::format("warning: the trace is incomplete: {}.\n", incomplete_reason(trace));
     out += "         Memory live at the end of the trace was not necessarily leaked.\n";
   }
-  if (!trace.symbolized) {
+  for (const std::string& note : trace.missing_tables) out += "warning: " + note + ".\n";
+  const bool no_symbols_table = std::find(trace.missing_tables.begin(), trace.missing_tables.end(),
+                                          missing_table_note("symbols")) != trace.missing_tables.end();
+  if (!trace.symbolized && !no_symbols_table) {
     out += fmt::format(
         "warning: the trace is not symbolized: frames show addresses only (gpumemtrace symbolize {}).\n",
         trace.path);

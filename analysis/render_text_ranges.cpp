@@ -7,6 +7,7 @@
 #include "analysis/format.h"
 #include "analysis/ranges.h"
 #include "analysis/render_text_parts.h"
+#include "analysis/trace_tables.h"
 
 namespace gmt::analysis {
 namespace {
@@ -66,8 +67,7 @@ void append_ranges(std::string& out, const Report& report, const RenderOptions& 
   const RangeReport& ranges = report.ranges;
   out += "\nMemory by NVTX range\n";
   if (!ranges.available) {
-    out += fmt::format("  the trace has no NVTX ranges (schema {} traces do not record them)\n",
-                       report.trace.schema_version);
+    out += "  " + missing_table_note("ranges") + "\n";  // an older schema's trace, or a damaged one
     return;
   }
   if (ranges.by_name.empty()) {

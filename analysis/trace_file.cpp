@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,25 +34,44 @@ void check_file_header(const std::string& path) {
   }
 }
 
+// TraceDamaged when the code says the file is malformed, else TraceError.
+[[noreturn]] void throw_read_error(int code, const std::string& message) {
+  if (is_damage_code(code)) throw TraceDamaged(message);
+  throw TraceError(message);
+}
+
 int64_t pragma_int(sqlite3* db, const std::string& path, const char* pragma) {
   sqlite3_stmt* stmt = nullptr;
   std::string sql = fmt::format("PRAGMA {}", pragma);
-  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+  if (int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr); rc != SQLITE_OK) {
     std::string message = sqlite3_errmsg(db);
     sqlite3_finalize(stmt);
-    throw TraceError(fmt::format("cannot read trace '{}': {}", path, message));
+    throw_read_error(rc, fmt::format("cannot read trace '{}': {}", path, message));
   }
   int rc = sqlite3_step(stmt);
   int64_t value = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
   sqlite3_finalize(stmt);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    throw TraceError(fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", path,
+    throw_read_error(rc, fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", path,
                                  sqlite3_errstr(rc)));
   }
   return value;
 }
 
+std::vector<std::string> read_table_names(const TraceFile& trace) {
+  std::vector<std::string> names;
+  Statement tables(trace, "SELECT name FROM sqlite_master WHERE type = 'table'");
+  while (tables.step()) names.push_back(tables.column_text(0).value_or(""));
+  return names;
+}
+
 }  // namespace
+
+bool is_damage_code(int sqlite_code) {
+  const int primary = sqlite_code & 0xff;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR ||
+         primary == SQLITE_FORMAT;
+}
 
 TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
   check_file_header(path);
@@ -82,16 +102,23 @@ TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
   if (version < 1) throw TraceError(fmt::format("'{}' has no valid schema version ({})", path, version));
   trace.schema_version_ = static_cast<int>(version);
 
-  // Touch every core table, so that a truncated file fails here with a clear message rather than halfway
-  // through an analysis.
+  trace.tables_ = read_table_names(trace);
+  for (const char* table : {"meta", "events"}) {
+    if (!trace.has_table(table)) {
+      throw TraceError(fmt::format("'{}' has no {} table, which every trace needs: it cannot be reported", path,
+                                   table));
+    }
+  }
+  // Touch the tables every report reads, so that a damaged file fails here rather than halfway through.
   for (const char* table : {"meta", "events", "stacks", "stack_frames", "modules", "symbols"}) {
+    if (!trace.has_table(table)) continue;
     std::string sql = fmt::format("SELECT count(*) FROM {}", table);
     try {
       Statement count(trace, sql.c_str());
       count.step();
-    } catch (const TraceError& e) {
-      throw TraceError(fmt::format("'{}' is damaged or truncated: table '{}' cannot be read ({})", path, table,
-                                   e.what()));
+    } catch (const TraceDamaged& e) {
+      throw TraceDamaged(fmt::format("'{}' is damaged or truncated: table '{}' cannot be read ({})", path, table,
+                                     e.what()));
     }
   }
   return trace;
@@ -101,7 +128,10 @@ TraceFile::TraceFile(sqlite3* db, std::string path, int schema_version)
     : db_(db), path_(std::move(path)), schema_version_(schema_version) {}
 
 TraceFile::TraceFile(TraceFile&& other) noexcept
-    : db_(other.db_), path_(std::move(other.path_)), schema_version_(other.schema_version_) {
+    : db_(other.db_),
+      path_(std::move(other.path_)),
+      schema_version_(other.schema_version_),
+      tables_(std::move(other.tables_)) {
   other.db_ = nullptr;
 }
 
@@ -111,12 +141,17 @@ TraceFile& TraceFile::operator=(TraceFile&& other) noexcept {
     db_ = other.db_;
     path_ = std::move(other.path_);
     schema_version_ = other.schema_version_;
+    tables_ = std::move(other.tables_);
     other.db_ = nullptr;
   }
   return *this;
 }
 
 TraceFile::~TraceFile() { sqlite3_close(db_); }
+
+bool TraceFile::has_table(const std::string& name) const {
+  return std::find(tables_.begin(), tables_.end(), name) != tables_.end();
+}
 
 std::optional<std::string> TraceFile::meta(const std::string& key) const {
   Statement query(*this, "SELECT value FROM meta WHERE key = ?1");
@@ -145,11 +180,11 @@ void TraceFile::exec(const char* sql) const {
 }
 
 Statement::Statement(const TraceFile& trace, const char* sql) : trace_(trace) {
-  if (sqlite3_prepare_v2(trace.db(), sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+  if (int rc = sqlite3_prepare_v2(trace.db(), sql, -1, &stmt_, nullptr); rc != SQLITE_OK) {
     std::string message = sqlite3_errmsg(trace.db());
     sqlite3_finalize(stmt_);
     stmt_ = nullptr;
-    throw TraceError(fmt::format("cannot read trace '{}': {}", trace.path(), message));
+    throw_read_error(rc, fmt::format("cannot read trace '{}': {}", trace.path(), message));
   }
 }
 
@@ -159,7 +194,7 @@ bool Statement::step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  throw TraceError(fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", trace_.path(),
+  throw_read_error(rc, fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", trace_.path(),
                                sqlite3_errmsg(trace_.db())));
 }
 

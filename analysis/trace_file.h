@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace gmt::analysis {
 
@@ -17,11 +18,22 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A trace SQLite finds malformed (truncated, overwritten): salvage.h can still give back what it holds.
+class TraceDamaged : public TraceError {
+ public:
+  using TraceError::TraceError;
+};
+
+// Whether an SQLite result code means the file is damaged rather than, say, locked or missing.
+bool is_damage_code(int sqlite_code);
+
 enum class OpenMode { ReadOnly, ReadWrite };
 
 // An open, validated trace. Checks, in order: the file exists and is readable, it is an SQLite database,
-// it is a gpumemtrace trace (application_id), its schema version is one this build reads, and the core
-// tables are there. A trace still being written (WAL mode) can be opened read-only at any moment.
+// it is a gpumemtrace trace (application_id), its schema version is one this build reads, and the required
+// tables (meta, events) are there; the others are optional (trace_tables.h: a missing one degrades its part of
+// the report). A malformed file throws TraceDamaged. A trace still being written (WAL mode) can be opened
+// read-only at any moment.
 class TraceFile {
  public:
   static TraceFile open(const std::string& path, OpenMode mode = OpenMode::ReadOnly);
@@ -35,6 +47,8 @@ class TraceFile {
   sqlite3* db() const { return db_; }
   const std::string& path() const { return path_; }
   int schema_version() const { return schema_version_; }
+  // Whether the trace has this table (read once, at open).
+  bool has_table(const std::string& name) const;
 
   // meta table lookups; nullopt when the key is absent.
   std::optional<std::string> meta(const std::string& key) const;
@@ -48,6 +62,7 @@ class TraceFile {
   sqlite3* db_ = nullptr;
   std::string path_;
   int schema_version_ = 0;
+  std::vector<std::string> tables_;
 };
 
 // A prepared statement that finalizes itself. step() returns true while there is a row.

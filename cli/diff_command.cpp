@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/diff.h"
+#include "analysis/salvage.h"
 #include "analysis/model.h"
 #include "analysis/trace_file.h"
 #include "cli/ci_gates.h"
@@ -55,10 +56,11 @@ void parse_threshold(const std::string& text, analysis::DiffOptions& options) {
 
 std::optional<analysis::Report> analyze(const std::string& path, const analysis::SuppressionSet& suppressions) {
   try {
-    auto trace = analysis::TraceFile::open(path);
     analysis::AnalyzeOptions options;
     if (!suppressions.rules.empty()) options.suppressions = &suppressions;
-    return analysis::analyze_trace(trace, options);
+    analysis::Report report = analysis::analyze_trace_file(path, options);  // salvaged when damaged
+    if (report.trace.salvaged) fmt::print(stderr, "gpumemtrace: warning: '{}': {}\n", path, *report.trace.salvaged);
+    return report;
   } catch (const analysis::TraceError& e) {
     fmt::print(stderr, "gpumemtrace: {}\n", e.what());
     return std::nullopt;

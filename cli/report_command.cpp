@@ -11,6 +11,7 @@
 
 #include "analysis/model.h"
 #include "analysis/render.h"
+#include "analysis/salvage.h"
 #include "analysis/trace_file.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"
@@ -102,7 +103,6 @@ int run_report(const ReportOptions& options) {
   std::optional<analysis::SuppressionSet> suppressions = load_suppression_files(options.gates.suppression_files);
   if (!suppressions) return kExitBadInput;
   try {
-    auto trace = analysis::TraceFile::open(options.trace_path);
     analysis::AnalyzeOptions analyze_options;
     analyze_options.filters = filters;
     if (!suppressions->rules.empty()) analyze_options.suppressions = &*suppressions;
@@ -112,12 +112,15 @@ int run_report(const ReportOptions& options) {
     if (progress.enabled()) {
       analyze_options.progress = [&](uint64_t read, uint64_t estimated) { progress.update(read, estimated, "events"); };
     }
-    analysis::Report report = analysis::analyze_trace(trace, analyze_options);
+    // A damaged trace is salvaged from a private copy (analysis/salvage.h).
+    analysis::Report report = analysis::analyze_trace_file(options.trace_path, analyze_options);
     progress.finish();
 
     // On stderr as well as in the report: with --format json or -o, the report itself may not be read by a
     // person, and leaks in an unfinished trace are only "live at the end".
-    if (!report.trace.complete) {
+    if (report.trace.salvaged) {
+      fmt::print(stderr, "gpumemtrace: warning: '{}': {}\n", options.trace_path, *report.trace.salvaged);
+    } else if (!report.trace.complete) {
       fmt::print(stderr,
                  "gpumemtrace: warning: '{}' is incomplete ({}): memory live at the end was not necessarily "
                  "leaked\n",
