@@ -516,7 +516,11 @@ std::optional<std::string> app_exit_text(const TraceInfo& trace) {
 }
 
 std::string no_leaks_sentence(const Report& report) {
-  if (report.totals.allocations == 0) return "recorded no allocations";
+  if (report.totals.allocations == 0) {
+    // Incomplete: the process may well have allocated, only nothing of it was written.
+    return supports_verdict(report.trace) ? "recorded no allocations"
+                                          : "no allocation reached the trace, which is incomplete: no verdict";
+  }
   if (!supports_verdict(report.trace)) {
     return report.trace.complete ? "no leaks among the recorded allocations, but events were lost: no verdict"
                                  : "no leaks among the recorded allocations, but the trace is incomplete: no verdict";

@@ -502,7 +502,8 @@ inline bool supports_verdict(const TraceInfo& trace) {
 }
 
 // The sentence for a report without leaked allocations, in every renderer's words (lower case, no period):
-// "recorded no allocations" (nothing to judge), "no leaks among the recorded allocations, but the trace is
+// "recorded no allocations" (nothing to judge; on an incomplete trace "no allocation reached the trace, which is
+// incomplete: no verdict"), "no leaks among the recorded allocations, but the trace is
 // incomplete: no verdict" (supports_verdict is false), else "no leaks: every allocation was freed".
 std::string no_leaks_sentence(const Report& report);
 
