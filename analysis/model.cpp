@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 #include <map>
 #include <unordered_set>
 #include <unordered_map>
@@ -239,6 +240,8 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   info.dropped_events =
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
   info.missing_tables = missing_table_notes(trace);
+  info.app_exit_status = lenient_meta_int(trace, meta::kAppExitStatus);
+  info.app_exit_signal = lenient_meta_int(trace, meta::kAppExitSignal);
 }
 
 // What makes two stacks the same to a reader: per frame, function, file and line when symbolized, else the
@@ -592,6 +595,28 @@ Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& options, 
     }
   }
   return attempt(EventOrder::SortedBySqlite, 1);
+}
+
+std::optional<std::string> app_exit_text(const TraceInfo& trace) {
+  if (trace.app_exit_signal) {
+    const char* name = strsignal(static_cast<int>(*trace.app_exit_signal));
+    return "killed by signal " + std::to_string(*trace.app_exit_signal) + (name ? std::string(" (") + name + ")" : "");
+  }
+  if (trace.app_exit_status) return "exited with code " + std::to_string(*trace.app_exit_status);
+  return std::nullopt;
+}
+
+std::string no_leaks_sentence(const Report& report) {
+  if (report.totals.allocations == 0) {
+    // Incomplete: the process may well have allocated, only nothing of it was written.
+    return supports_verdict(report.trace) ? "recorded no allocations"
+                                          : "no allocation reached the trace, which is incomplete: no verdict";
+  }
+  if (!supports_verdict(report.trace)) {
+    return report.trace.complete ? "no leaks among the recorded allocations, but events were lost: no verdict"
+                                 : "no leaks among the recorded allocations, but the trace is incomplete: no verdict";
+  }
+  return "no leaks: every allocation was freed";
 }
 
 Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {

@@ -214,13 +214,22 @@ struct TraceInfo {
   std::optional<std::string> salvaged;
   // Optional tables the trace's schema has and the trace lacks, each as trace_tables.h words it.
   std::vector<std::string> missing_tables;
+  // v8, the process `run` started: its exit code, or the signal that killed it (meta app_exit_*).
+  std::optional<int64_t> app_exit_status;
+  std::optional<int64_t> app_exit_signal;
 };
+
+// "exited with code 5", "killed by signal 9 (Killed)"; nullopt when the trace does not say (older traces, and
+// processes other than the one `run` started).
+std::optional<std::string> app_exit_text(const TraceInfo& trace);
 
 // Why a trace is incomplete, for a sentence: "recording stopped early: disk full: ..." when the trace says
 // why, else the usual suspects.
 inline std::string incomplete_reason(const TraceInfo& trace) {
   if (trace.salvaged) return *trace.salvaged;
   if (trace.stop_reason && !trace.stop_reason->empty()) return "recording stopped early: " + *trace.stop_reason;
+  // Events recorded in its last moments (up to 200 ms) may be missing: how many is not known.
+  if (trace.app_exit_signal) return "the process was killed by signal " + std::to_string(*trace.app_exit_signal);
   return "the process crashed, was killed or is still running";
 }
 
@@ -546,6 +555,18 @@ inline bool leak_verdict_complete(const Report& report) {
   }
   return true;
 }
+
+// Whether the trace can support a verdict such as "no leaks" or a passed CI gate: the process's whole run is in
+// it (complete) and no event was lost. Otherwise an allocation it missed may be the leak.
+inline bool supports_verdict(const TraceInfo& trace) {
+  return trace.complete && trace.dropped_events == 0;
+}
+
+// The sentence for a report without leaked allocations, in every renderer's words (lower case, no period):
+// "recorded no allocations" (nothing to judge; on an incomplete trace "no allocation reached the trace, which is
+// incomplete: no verdict"), "no leaks among the recorded allocations, but the trace is
+// incomplete: no verdict" (supports_verdict is false), else "no leaks: every allocation was freed".
+std::string no_leaks_sentence(const Report& report);
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a
 // readable trace never throw: they are counted in Totals::inconsistencies instead.

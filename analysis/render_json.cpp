@@ -76,6 +76,9 @@ Json trace_json(const TraceInfo& trace) {
               {"dropped_events", trace.dropped_events},
               {"recording_pauses", trace.recording_pauses},
               {"recording_paused_ns", trace.recording_paused_ns},
+              {"app_exit_status", optional_value(trace.app_exit_status)},
+              {"app_exit_signal", optional_value(trace.app_exit_signal)},
+              {"supports_verdict", supports_verdict(trace)},
               {"event_count", trace.event_count}};
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cctype>
 #include <iterator>
 
 #include "analysis/allocators.h"
@@ -66,6 +67,7 @@ void append_header(std::string& out, const TraceInfo& trace) {
   if (trace.pid) out += fmt::format("  pid        {}\n", *trace.pid);
   out += fmt::format("  duration   {}{}\n", format_duration(trace.duration_ns),
                      trace.duration_from_events ? " (up to the last recorded event)" : "");
+  if (auto exit = app_exit_text(trace)) out += fmt::format("  app        {}\n", *exit);
   if (trace.simulated) out += "  runtime    simulated CUDA runtime (no GPU was used)\n";
   // Only when the choice of backend had something to say (a fallback, and why).
   if (trace.backend_note) out += fmt::format("  backend    {}: {}\n", trace.backend.value_or("?"), *trace.backend_note);

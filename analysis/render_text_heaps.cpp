@@ -3,6 +3,8 @@
 // allocation a heap failed. Every number comes from Report::heaps and AllocFailure::heap.
 #include <fmt/core.h>
 
+#include <cctype>
+
 #include "analysis/format.h"
 #include "analysis/stack_view.h"
 #include "analysis/render_text_parts.h"
@@ -57,12 +59,14 @@ std::string no_leaks_verdict(const Report& report) {
     }
     return out;
   }
-  if (report.totals.cached_at_exit_bytes > 0) {
+  std::string sentence = no_leaks_sentence(report);  // no verdict from an incomplete trace (model.h)
+  sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
+  if (supports_verdict(report.trace) && report.totals.allocations > 0 && report.totals.cached_at_exit_bytes > 0) {
     return fmt::format("\nNo leaks: the app freed everything it allocated ({} cached by the allocators above is not a "
                        "leak).\n",
                        format_bytes(report.totals.cached_at_exit_bytes));
   }
-  return "\nNo leaks: every allocation was freed.\n";
+  return "\n" + sentence + ".\n";
 }
 
 bool append_heap_failure_label(std::string& out, const AllocFailure& failure) {

@@ -65,6 +65,34 @@ std::vector<std::string> read_table_names(const TraceFile& trace) {
   return names;
 }
 
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
+// An SQLite URI naming `path` (RFC 3986: '%', '?' and '#' would end or escape the path, so they are encoded).
+std::string file_uri(const std::string& path, const char* query) {
+  std::string uri = path.rfind("/", 0) == 0 ? "file://" : "file:";  // "file:///abs": an empty authority
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      uri += fmt::format("%{:02X}", c);
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri + "?" + query;
+}
+
+// Reading never writes, beside the trace either. A trace is in WAL mode, and a read-only connection to it
+// would still create "-wal" and "-shm" files next to it and leave them there. Without a "-wal" file no
+// connection is writing the trace (the writer's connection keeps one from its first write to its close, and
+// only a checkpoint from it changes the main file), so the file is opened immutable: no lock, no -shm, no
+// -wal. With one (a trace being written, or one whose process was killed), the committed rows are partly in
+// it, so the connection reads through it, sharing the writer's -shm as SQLite requires.
+std::string read_only_uri(const std::string& path) {
+  return file_uri(path, file_exists(path + "-wal") ? "mode=ro" : "immutable=1");
+}
+
 }  // namespace
 
 bool is_damage_code(int sqlite_code) {
@@ -78,8 +106,10 @@ TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
   sqlite3* db = nullptr;
   // NOMUTEX: a TraceFile is used by one thread at a time; SQLite's per-call connection mutex would cost
   // two lock operations per column read (measured: ~5% of `report`).
-  int flags = (mode == OpenMode::ReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  int flags = (mode == OpenMode::ReadOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI : SQLITE_OPEN_READWRITE) |
+              SQLITE_OPEN_NOMUTEX;
+  std::string name = mode == OpenMode::ReadOnly ? read_only_uri(path) : path;
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);

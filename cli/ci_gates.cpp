@@ -19,6 +19,8 @@ const char* const kGateHelp =
     "  gpumemtrace report trace.db --fail-on-disagreement     exit 1 when run --verify's backends disagree on\n"
     "      any event (or could not compare); exit 2 on a trace not recorded with run --verify\n"
     "  gpumemtrace report trace.db --suppressions known.supp --fail-on-leak\n"
+    "  A gate exits 4 instead of judging a trace that is incomplete (the app was killed or crashed, recording\n"
+    "  stopped early) or lost events: what it missed may be the leak. --allow-incomplete judges what it holds.\n"
     "      known.supp: lines leak:FUNCTION, leak-module:MODULE, leak-file:FILE (globs with * and ?), # comments\n";
 
 void add_suppression_option(CLI::App& command, std::vector<std::string>& files) {
@@ -49,6 +51,9 @@ void add_gate_options(CLI::App& command, ReportGates& gates) {
   command.add_flag("--fail-on-disagreement", gates.fail_on_disagreement,
                    "For a trace of run --verify: exit 1 when one backend saw an allocation, free or VMM/pool call "
                    "that the other did not, or when the cross-check could not run");
+  command.add_flag("--allow-incomplete", gates.allow_incomplete,
+                   "Let the gates judge an incomplete trace (or one with lost events) by the events it holds; "
+                   "without it such a trace exits 4, never passes");
   add_suppression_option(command, gates.suppression_files);
 }
 
@@ -79,7 +84,20 @@ int check_gates_apply(const analysis::Report& report, const ReportGates& gates) 
   return kExitOk;
 }
 
+// A gate on a trace that cannot support a verdict: refused, so that a killed run never passes CI as clean.
+static bool refuse_incomplete(const analysis::Report& report, const ReportGates& gates) {
+  bool gate = gates.fail_on_leak || gates.fail_on_growth || gates.fail_on_disagreement;
+  if (!gate || gates.allow_incomplete || analysis::supports_verdict(report.trace)) return false;
+  const analysis::TraceInfo& trace = report.trace;
+  std::string why = !trace.complete ? fmt::format("it is incomplete ({})", analysis::incomplete_reason(trace))
+                                    : fmt::format("{} events were lost", trace.dropped_events);
+  fmt::print(stderr, "gpumemtrace: {}: no verdict on '{}': {}; --allow-incomplete judges the events it holds\n",
+             gate_option_given(gates), trace.path, why);
+  return true;
+}
+
 int check_gates(const analysis::Report& report, const ReportGates& gates) {
+  if (refuse_incomplete(report, gates)) return kExitIncompleteTrace;
   int exit_code = kExitOk;
   if (gates.fail_on_disagreement && report.cross_check) {
     const analysis::CrossCheck& check = *report.cross_check;

@@ -20,10 +20,12 @@ struct ReportGates {
   std::optional<uint64_t> fail_on_leak;  // fail when leaked bytes (after suppressions) exceed this
   bool fail_on_growth = false;
   bool fail_on_disagreement = false;  // run --verify traces: fail when the backends disagree or did not compare
+  bool allow_incomplete = false;  // judge an incomplete trace (or one with lost events) by what it holds
   std::vector<std::string> suppression_files;
 };
 
-// Registers --fail-on-leak[=SIZE], --fail-on-growth, --fail-on-disagreement and --suppressions FILE on `report`.
+// Registers --fail-on-leak[=SIZE], --fail-on-growth, --fail-on-disagreement, --allow-incomplete and --suppressions
+// FILE on `report`.
 void add_gate_options(CLI::App& command, ReportGates& gates);
 // Registers --suppressions FILE (repeatable) alone (for `diff`).
 void add_suppression_option(CLI::App& command, std::vector<std::string>& files);
@@ -37,7 +39,9 @@ const char* gate_option_given(const ReportGates& gates);
 // Before the report is written: kExitBadInput, with a message, when a gate cannot apply to this trace
 // (--fail-on-disagreement on a trace not recorded with run --verify); else kExitOk.
 int check_gates_apply(const analysis::Report& report, const ReportGates& gates);
-// After the report was written: kExitFindings with one stderr line per failed gate, else kExitOk.
+// After the report was written: kExitIncompleteTrace when a gate was asked for a verdict the trace cannot support
+// (analysis::supports_verdict) without --allow-incomplete; else kExitFindings with one stderr line per failed
+// gate, else kExitOk.
 int check_gates(const analysis::Report& report, const ReportGates& gates);
 
 // Footer lines documenting the gates' exit codes.

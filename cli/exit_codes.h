@@ -1,13 +1,22 @@
-// Exit codes of the gpumemtrace CLI. `run` passes the app's own exit code through instead, except for the
-// codes a shell would use when the app cannot be started (126, 127).
+// Exit codes of the gpumemtrace CLI (README.md, "Exit codes", lists them for users).
+// `report`, `diff` and `symbolize` use the small codes below. `run` passes the app's own exit status through
+// (128 + N when signal N killed it, as a shell reports it); its own failures before the app starts follow
+// env(1) and timeout(1), so that they cannot be taken for the app's: 125 for gpumemtrace's own failure (a bad
+// option, an existing or unwritable trace path, a missing part of the install), 126 when the app cannot be
+// executed, 127 when it is not found.
 #pragma once
 
 namespace gmt::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFindings = 1;      // reserved: a report with findings when asked to fail on them
+inline constexpr int kExitFindings = 1;      // a gate (--fail-on-leak, ...) failed
 inline constexpr int kExitBadInput = 2;      // bad options, missing/unreadable/foreign/newer trace files
 inline constexpr int kExitInternal = 3;      // a bug or an environment problem in gpumemtrace itself
+// A gate was asked for a verdict on a trace that cannot give one: it is incomplete (the process crashed or was
+// killed, recording stopped early) or events were lost, so "no leak" would be a guess. --allow-incomplete
+// judges what the trace holds instead.
+inline constexpr int kExitIncompleteTrace = 4;
+inline constexpr int kExitRunFailed = 125;   // `run`: gpumemtrace failed before the app started
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitAppNotFound = 127;
 

@@ -48,7 +48,7 @@ void prepare_output_in_child(const LaunchSpec& spec, int pipe_fd) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) {
     if (!spec.overwrite) {
-      fail_in_child(pipe_fd, kExitBadInput,
+      fail_in_child(pipe_fd, kExitRunFailed,
                     "trace '" + path + "' already exists; use --force to overwrite it or -o to choose another name");
     }
     for (const char* suffix : {"", "-wal", "-shm"}) unlink((path + suffix).c_str());
@@ -56,7 +56,7 @@ void prepare_output_in_child(const LaunchSpec& spec, int pipe_fd) {
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    fail_in_child(pipe_fd, kExitBadInput,
+    fail_in_child(pipe_fd, kExitRunFailed,
                   "cannot write the trace to '" + dir + "': " + std::strerror(errno));
   }
 }
@@ -68,14 +68,14 @@ LaunchResult launch_and_wait(const LaunchSpec& spec) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     result.error = std::string("cannot create a pipe: ") + std::strerror(errno);
-    result.error_exit_code = kExitInternal;
+    result.error_exit_code = kExitRunFailed;
     return result;
   }
   fflush(nullptr);
   pid_t child = fork();
   if (child < 0) {
     result.error = std::string("cannot fork: ") + std::strerror(errno);
-    result.error_exit_code = kExitInternal;
+    result.error_exit_code = kExitRunFailed;
     close(fds[0]);
     close(fds[1]);
     return result;

@@ -20,7 +20,7 @@ struct LaunchResult {
   long pid = 0;
   std::string root_trace_path;  // the trace path of the started process
   std::string error;            // why it did not start (started == false)
-  int error_exit_code = 0;      // 126/127 (cannot execute / not found) or 2 (bad output path)
+  int error_exit_code = 0;      // 126/127 (cannot execute / not found) or 125 (our own failure: bad output path)
 };
 
 LaunchResult launch_and_wait(const LaunchSpec& spec);

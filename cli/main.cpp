@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    return gmt::cli::kExitBadInput;
+    // `run` keeps 1-124 for the app's own codes (cli/exit_codes.h): its bad options are its own failure.
+    bool run_command = argc > 1 && std::string_view(argv[1]) == "run";
+    return run_command ? gmt::cli::kExitRunFailed : gmt::cli::kExitBadInput;
   }
 
   // Exactly one subcommand was parsed; the registration order above matches the subcommand order.

@@ -82,9 +82,9 @@ bool print_run_summary(const std::string& path) {
     fmt::print(stderr, "  peak live {} at {}\n", analysis::format_bytes_exact(t.peak_bytes),
                analysis::format_duration(t.peak_time_ns));
     if (t.leaked_allocations == 0 && !analysis::leak_verdict_complete(report)) {
-      fmt::print(stderr, "  no leak among the recorded blocks, but not every block was recorded\n");
+      fmt::print(stderr, "  no leak among the recorded blocks, but not every block was recorded: no verdict\n");
     } else if (t.leaked_allocations == 0) {
-      fmt::print(stderr, "  no leaks: every allocation was freed\n");
+      fmt::print(stderr, "  {}\n", analysis::no_leaks_sentence(report));
     } else {
       fmt::print(stderr, "  leaked {} in {} allocation{} from {} call stack{}\n",
                  analysis::format_bytes_exact(t.leaked_bytes), t.leaked_allocations,

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/app_exit.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/install_layout.h"
@@ -174,7 +175,9 @@ void ensure_root_trace(const RunOptions& options, const std::string& backend, co
   std::string how = result.signal != 0
                         ? fmt::format("killed by signal {} ({})", result.signal, strsignal(result.signal))
                         : fmt::format("ended with exit code {}", result.exit_code);
-  if (result.signal != 0 || stump) empty.stop_reason = how + " before recording started";
+  // Killed, it may have recorded events its writer had not written yet: "before its trace was written" says
+  // only what is known (a process that records anything and exits normally has its trace by then).
+  if (result.signal != 0 || stump) empty.stop_reason = how + " before its trace was written";
   std::string error;
   if (!write_empty_trace(empty, error)) {
     fmt::print(stderr, "gpumemtrace: {}\n", error);
@@ -185,7 +188,7 @@ void ensure_root_trace(const RunOptions& options, const std::string& backend, co
   if (empty.stop_reason.empty()) {
     fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
   } else {
-    fmt::print(stderr, "gpumemtrace: the app {} before recording started: the trace {} is empty and marked "
+    fmt::print(stderr, "gpumemtrace: the app {} before its trace was written: the trace {} is empty and marked "
                        "incomplete\n", result.signal != 0 ? fmt::format("died by signal {} ({})", result.signal,
                                                                          strsignal(result.signal))
                                                            : fmt::format("ended (exit code {})", result.exit_code),
@@ -197,30 +200,30 @@ int run(const RunOptions& options) {
   if (std::string unknown = schema::unknown_pattern_sequence(options.output); !unknown.empty()) {
     fmt::print(stderr, "gpumemtrace: -o '{}': unknown sequence '{}'; a trace name may hold {}\n", options.output,
                unknown, schema::kPatternSequences);
-    return kExitBadInput;
+    return kExitRunFailed;
   }
   if (options.simulate && options.backend != "auto" && options.backend != schema::backend_names::kRuntime) {
     fmt::print(stderr, "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
                        "--backend {} does not apply\n", options.backend);
-    return kExitBadInput;
+    return kExitRunFailed;
   }
   if (options.verify && (options.simulate || options.backend == schema::backend_names::kRuntime)) {
     fmt::print(stderr, "gpumemtrace: --verify compares the two driver-level backends (hooks and cupti); {} counts "
                        "at the runtime level, where there is no second backend\n",
                options.simulate ? "--simulate" : "--backend runtime");
-    return kExitBadInput;
+    return kExitRunFailed;
   }
   InstallLayout layout = find_install_layout();
   if (!file_exists(layout.preload_library)) {
     fmt::print(stderr, "gpumemtrace: the preload library is missing at '{}'; reinstall gpumemtrace\n",
                layout.preload_library);
-    return kExitInternal;
+    return kExitRunFailed;
   }
   std::string sim_runtime = layout.simulated_runtime_dir + "/libcudart.so.13";
   if (options.simulate && !file_exists(sim_runtime)) {
     fmt::print(stderr, "gpumemtrace: --simulate needs the simulated CUDA runtime at '{}', which is missing\n",
                sim_runtime);
-    return kExitInternal;
+    return kExitRunFailed;
   }
 
   LaunchSpec spec;
@@ -279,6 +282,7 @@ int run(const RunOptions& options) {
   }
 
   ensure_root_trace(options, backend, result, traces);
+  if (file_exists(result.root_trace_path)) record_app_exit(result.root_trace_path, result);
 
   if (!options.quiet) {
     if (result.signal != 0) {
@@ -305,7 +309,10 @@ CommandAction add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand("run", "Run an application under the profiler and write a trace");
   run->footer(
-      "The app runs unchanged; its exit code is passed through (126/127 when it cannot be started).\n"
+      "The app runs unchanged; its exit status is passed through (128+N when signal N killed it) and stored in\n"
+      "its trace (`report` shows it). Before the app starts, `run` exits as env(1) does: 125 when gpumemtrace\n"
+      "itself fails (a bad option, an existing or unwritable trace path), 126 when the app cannot be executed,\n"
+      "127 when it is not found.\n"
       "Every process of the run gets its own trace: the one started gets the -o name, children that fork or\n"
       "exec get their pid inserted (trace.db -> trace.<pid>.db) unless the name already holds %p.\n"
       "Inside a launcher, %r is the rank (RANK, else OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK) and %d the\n"
@@ -392,12 +399,12 @@ CommandAction add_run_command(CLI::App& app) {
     bool unknown_option = g_app_argv_after_separator ? !rest.empty() : (!rest.empty() && rest.front()[0] == '-');
     if (unknown_option) {
       fmt::print(stderr, "gpumemtrace: unknown option '{}' for run; see gpumemtrace run --help\n", rest.front());
-      return kExitBadInput;
+      return kExitRunFailed;
     }
     options->command = g_app_argv_after_separator ? *g_app_argv_after_separator : rest;
     if (options->command.empty()) {
       fmt::print(stderr, "gpumemtrace: run needs the application to start: gpumemtrace run [options] -- app args\n");
-      return kExitBadInput;
+      return kExitRunFailed;
     }
     return gmt::cli::run(*options);
   };

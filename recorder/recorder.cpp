@@ -239,14 +239,19 @@ void unlock_after_fork_in_parent() {
   g_recorder->fork_gate.unlock();
 }
 
-bool flush_from_signal_handler(int timeout_ms) {
-  // Async-signal-safe: atomics, clock_gettime and nanosleep only. Everything that is not (SQLite, malloc,
-  // mutexes) happens in the writer thread, which runs on while this thread waits here.
+namespace {
+
+// Async-signal-safe: atomics, clock_gettime and nanosleep only. Everything that is not (SQLite, malloc,
+// mutexes) happens in the writer thread, which runs on while this thread waits here.
+bool request_flush(int timeout_ms, bool mark_complete) {
   if (t_holds_recorder_lock) return false;  // the writer would wait for the mutex this thread holds
   Recorder* r = g_recorder;
   if (!r) return false;
-  if (r->pid != getpid()) return false;  // a child between fork and its atfork handler: no writer here
+  // A child between fork and its atfork handler, or one of vfork (the parent's memory): no writer here.
+  if (r->pid != getpid()) return false;
   if (!r->writer_serving.load(std::memory_order_acquire)) return false;
+  // Before the ticket: a writer that sees the ticket sees the request to mark the trace complete with it.
+  if (mark_complete) r->complete_requested.store(true, std::memory_order_release);
   uint64_t ticket = r->flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
   uint64_t deadline = now_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
   while (r->flush_done.load(std::memory_order_acquire) < ticket) {
@@ -257,6 +262,23 @@ bool flush_from_signal_handler(int timeout_ms) {
     errno = saved_errno;
   }
   return true;
+}
+
+}  // namespace
+
+bool flush_from_signal_handler(int timeout_ms) { return request_flush(timeout_ms, /*mark_complete=*/false); }
+
+bool flush_before_image_ends(int timeout_ms) {
+  // Inside a hook of ours (a signal handler that interrupted one calls _exit): what the hook was doing is half
+  // done, so the trace is left as it is, incomplete, rather than marked complete.
+  if (t_in_hook) return false;
+  return request_flush(timeout_ms, /*mark_complete=*/true);
+}
+
+void image_continues_after_failed_exec() {
+  Recorder* r = g_recorder;
+  if (!r || r->pid != getpid() || !r->complete_requested.exchange(false, std::memory_order_acq_rel)) return;
+  r->exec_failed.store(true, std::memory_order_release);
 }
 
 void reset_after_fork_in_child() {

@@ -70,6 +70,14 @@ void finish(bool close);
 // thread holds). True when the flush completed.
 bool flush_from_signal_handler(int timeout_ms);
 
+// For the hooks of _exit, _Exit and the exec family (interpose/exit_hooks.cpp): the process image ends without
+// running exit handlers or our destructor. Like flush_from_signal_handler (and as safe: _exit is often called
+// from a signal handler), and the flush also marks the trace complete once its last event is written.
+bool flush_before_image_ends(int timeout_ms);
+// An exec returned (it failed): the process goes on recording, so its trace is no longer complete.
+// Async-signal-safe.
+void image_continues_after_failed_exec();
+
 // Called in a forked child: forget the parent's buffers and writer; the child starts its own trace.
 void reset_after_fork_in_child();
 // Called around fork in the parent, so that the child never inherits a lock held mid-write.

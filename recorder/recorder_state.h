@@ -116,6 +116,11 @@ struct Recorder {
   std::atomic<uint64_t> flush_requested{0};
   std::atomic<uint64_t> flush_done{0};
   std::atomic<bool> writer_serving{false};
+  // _exit, _Exit and exec (flush_before_image_ends): set before such a flush takes its ticket, so the batch that
+  // serves the ticket also marks the trace complete, after its last event. An exec that failed sets
+  // exec_failed: the process goes on, and the next batch takes "complete" back.
+  std::atomic<bool> complete_requested{false};
+  std::atomic<bool> exec_failed{false};
   pid_t pid = getpid();  // the process this recorder belongs to (a forked child copies the parent's for a moment)
 };
 

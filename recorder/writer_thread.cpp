@@ -228,6 +228,31 @@ bool write_batch_meta(Recorder& r, const BatchMeta& batch) {
   return true;
 }
 
+// What a clean end adds once the last event is written: the backend, the devices, how stacks were walked, the end
+// time and, last, complete = 1. Under write_mutex.
+void write_end_meta(Recorder& r) {
+  write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
+  write_devices_meta(r);
+  write_stack_walk_meta(r);
+  r.writer.set_meta(schema::meta::kEndMonotonicNs, std::to_string(now_ns()));
+  r.writer.set_meta(schema::meta::kComplete, "1");
+}
+
+// After a batch that served flush tickets: an _exit, _Exit or exec asked for it (flush_before_image_ends), so the
+// trace is complete now; or an exec failed since, and it is not any more.
+void write_exit_path_meta(Recorder& r, bool served_tickets) {
+  const bool failed_exec = r.exec_failed.exchange(false, std::memory_order_acq_rel);
+  const bool end = served_tickets && r.complete_requested.load(std::memory_order_acquire);
+  if (!failed_exec && !end) return;
+  std::lock_guard write_lock(r.write_mutex);
+  if (!r.writer.is_open()) return;
+  if (end) {
+    write_end_meta(r);
+  } else {
+    r.writer.set_meta(schema::meta::kComplete, "0");
+  }
+}
+
 // Until the consumer's watermark (its clock less kWatermarkLag) has passed `time_ns`: then every event stamped
 // up to then that must come before another one already written has been published long enough to be seen.
 void wait_for_watermark_to_pass(uint64_t time_ns) {
@@ -282,6 +307,7 @@ void writer_main(Recorder* r) {
     if (stop || serving != r->flush_done.load(std::memory_order_relaxed)) wait_for_watermark_to_pass(now_ns());
     const uint64_t looked_at = now_ns();
     bool written = write_until(*r, looked_at - kWatermarkLag, /*scan_modules=*/true) && write_batch_meta(*r, meta);
+    if (written) write_exit_path_meta(*r, serving != r->flush_done.load(std::memory_order_relaxed));
     r->flush_done.store(serving, std::memory_order_release);
     calibrate_event_clock();  // at most every 50 ms; the writer wakes at least every 200 ms
     if (stop || !written) break;
@@ -356,11 +382,7 @@ void finish(bool close) {
   }
   std::lock_guard write_lock(r.write_mutex);
   if (!r.writer.is_open()) return;
-  write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
-  write_devices_meta(r);
-  write_stack_walk_meta(r);
-  r.writer.set_meta(schema::meta::kEndMonotonicNs, std::to_string(now_ns()));
-  r.writer.set_meta(schema::meta::kComplete, "1");
+  write_end_meta(r);
   if (!close) return;
   r.writer.close();
   std::lock_guard lock(r.mutex);  // under write_mutex: no consumer reads a buffer after this (hand_over_full_chunk)

@@ -416,6 +416,11 @@ inline constexpr const char* kStackWalkMismatches = "stack_walk_mismatches";
 // "clock_gettime" (CLOCK_MONOTONIC itself). Either way the times are CLOCK_MONOTONIC ns. Absent in traces
 // before it existed, which used clock_gettime.
 inline constexpr const char* kEventClock = "event_clock";
+// v8: how the process `run` started ended, written by `run` into that process's trace after it ended (other
+// processes of the run are not `run`'s children: their traces have neither). app_exit_status: its exit code
+// (0-255) when it exited; app_exit_signal: the signal number that killed it. Exactly one is present.
+inline constexpr const char* kAppExitStatus = "app_exit_status";
+inline constexpr const char* kAppExitSignal = "app_exit_signal";
 }  // namespace meta
 
 // The values of meta.backend (one name per Source), written by the library and by the CLI.

@@ -1,4 +1,5 @@
 """Bad input gets a clear message and a non-zero exit code; the app's exit code passes through."""
+import json
 import os
 import sqlite3
 import subprocess
@@ -37,7 +38,7 @@ class RunErrorsTest(TraceDirTestCase):
         # In a temporary directory: were the option ever ignored, `true` would run and leave its default-named
         # trace (gpumemtrace.true.<pid>.db) in the working directory, which for ctest is the source tree.
         result = run_cli("run", "--no-such-option", "--", "true", cwd=self.dir)
-        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.returncode, 125)
         self.assertIn("no-such-option", result.stderr)
         self.assertEqual(os.listdir(self.dir), [], "the app must not run after a bad option")
 
@@ -55,12 +56,62 @@ class RunErrorsTest(TraceDirTestCase):
         result = run_cli()
         self.assertEqual(result.returncode, 2)
 
+    def test_own_failures_are_125_like_env(self):
+        # env(1) and timeout(1): 125 is the tool's own failure, so an app's exit code 1-124 is never mistaken for
+        # ours. Each case: the app never runs.
+        marker = self.path("ran")
+        os.mkdir(self.path("readonly"), 0o555)
+        cases = [
+            (["--backend", "nosuch"], "--backend"),              # CLI11's own check
+            (["--nvtx-peak-step", "lots"], "--nvtx-peak-step"),  # a malformed value
+            (["--simulate", "--backend", "cupti"], "--backend cupti does not apply"),
+            (["-o", self.path("t.%q.db")], "unknown sequence"),
+            (["-o", self.path("readonly/t.db")], "cannot write the trace"),
+            ([], "run needs the application"),
+        ]
+        for options, message in cases:
+            if os.geteuid() == 0 and "readonly" in " ".join(options):
+                continue  # root writes anywhere
+            with self.subTest(options=options):
+                args = ["run", *options] + ([] if not options else ["--", "touch", marker])
+                result = run_cli(*args, cwd=self.dir)
+                self.assertEqual(result.returncode, 125, result.stdout + result.stderr)
+                self.assertIn(message, result.stderr)
+                self.assertFalse(os.path.exists(marker), "the app must not run after our own failure")
+
+    def test_app_codes_125_to_127_pass_through_unchanged(self):
+        for code in (1, 2, 124, 125, 126, 127, 255):
+            with self.subTest(code=code):
+                result = run_cli("run", "-q", "-o", self.path(f"c{code}.db"), "--", "sh", "-c", f"exit {code}")
+                self.assertEqual(result.returncode, code, result.stderr)
+
+    def test_exit_status_and_signal_are_stored_and_reported(self):
+        for name, command, key, value, line in (
+            ("status.db", "exit 7", "app_exit_status", 7, "exited with code 7"),
+            ("signal.db", "kill -9 $$", "app_exit_signal", 9, "killed by signal 9"),
+        ):
+            with self.subTest(command=command):
+                trace = self.path(name)
+                result = run_cli("run", "-q", "-o", trace, "--", "sh", "-c", command)
+                self.assertEqual(result.returncode, value if key == "app_exit_status" else 128 + value)
+                with sqlite3.connect(trace) as db:
+                    meta = dict(db.execute("SELECT key, value FROM meta"))
+                self.assertEqual(meta.get(key), str(value))
+                other = "app_exit_signal" if key == "app_exit_status" else "app_exit_status"
+                self.assertNotIn(other, meta)
+                text = run_cli("report", trace)
+                self.assertIn(f"  app        {line}", text.stdout)
+                report = run_cli("report", "--format", "json", trace)
+                trace_json = json.loads(report.stdout)["trace"]
+                self.assertEqual(trace_json[key], value)
+                self.assertIsNone(trace_json[other])
+
     def test_existing_trace_is_not_overwritten(self):
         trace = self.path("exists.db")
         open(trace, "w").write("precious")
         marker = self.path("ran")
         result = run_cli("run", "-o", trace, "--", "touch", marker)
-        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.returncode, 125)
         self.assertIn("--force", result.stderr)
         self.assertFalse(os.path.exists(marker), "the app must not run when the trace cannot be written")
         self.assertEqual(open(trace).read(), "precious")
@@ -70,7 +121,7 @@ class RunErrorsTest(TraceDirTestCase):
 
     def test_output_directory_missing(self):
         result = run_cli("run", "-o", self.path("no/such/dir/x.db"), "--", "true")
-        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.returncode, 125)
         self.assertIn("cannot write the trace", result.stderr)
 
     def test_unwritable_trace_inside_the_app_keeps_the_app_running(self):

@@ -128,7 +128,7 @@ class MultiRankTest(TraceDirTestCase):
 
     def test_unknown_pattern_sequence_is_refused(self):
         result = run_cli("run", "-o", self.path("t.%x.db"), "--", "true")
-        self.assertEqual(result.returncode, 2)
+        self.assertEqual(result.returncode, 125)
         self.assertIn("unknown sequence '%x'", result.stderr)
         self.assertEqual(os.listdir(self.dir), [])
 

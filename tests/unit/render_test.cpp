@@ -195,6 +195,47 @@ TEST(RenderTextTest, CleanTraceSaysNoLeaks) {
   EXPECT_LACKS(text, "Failed allocations");
 }
 
+// "No leaks" is a verdict: only on a trace that holds the whole run, and never about a run that recorded nothing.
+TEST(RenderTextTest, NoLeaksOnlyWhereTheTraceSupportsIt) {
+  {
+    TraceBuilder builder;
+    builder.meta(schema::meta::kComplete, "0");
+    builder.alloc(10, 0x1000, 512);
+    builder.free(20, 0x1000);
+    TraceFile trace = builder.open();
+    std::string text = render_text(analyze_trace(trace), RenderOptions{});
+    EXPECT_CONTAINS(text, "No leaks among the recorded allocations, but the trace is incomplete: no verdict.\n");
+    EXPECT_LACKS(text, "every allocation was freed");
+  }
+  {
+    TraceBuilder builder;
+    builder.meta(schema::meta::kDroppedEvents, "3");
+    builder.alloc(10, 0x1000, 512);
+    builder.free(20, 0x1000);
+    TraceFile trace = builder.open();
+    EXPECT_CONTAINS(render_text(analyze_trace(trace), RenderOptions{}),
+                    "No leaks among the recorded allocations, but events were lost: no verdict.\n");
+  }
+  {
+    TraceBuilder builder;
+    TraceFile trace = builder.open();
+    std::string text = render_text(analyze_trace(trace), RenderOptions{});
+    EXPECT_CONTAINS(text, "Recorded no allocations.\n");
+    EXPECT_LACKS(text, "every allocation was freed");
+  }
+}
+
+// The exit status `run` stores: one header line, and the JSON trace object's two keys.
+TEST(RenderTextTest, ShowsHowTheAppEnded) {
+  TraceBuilder builder;
+  builder.meta(schema::meta::kAppExitSignal, "9");
+  TraceFile trace = builder.open();
+  Report report = analyze_trace(trace);
+  EXPECT_CONTAINS(render_text(report, RenderOptions{}), "  app        killed by signal 9 (Killed)\n");
+  EXPECT_EQ(report.trace.app_exit_signal, 9);
+  EXPECT_FALSE(report.trace.app_exit_status.has_value());
+}
+
 TEST(RenderTextTest, WarnsAboutIncompleteUnsymbolizedSimulatedTraces) {
   TraceBuilder builder;
   builder.meta(schema::meta::kComplete, "0")
