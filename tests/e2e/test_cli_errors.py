@@ -178,11 +178,18 @@ class ReportErrorsTest(TraceDirTestCase):
         self.check_bad(trace, "999")
 
     def test_truncated(self):
+        # Salvaged (docs/reliability.md, "Damaged traces: salvage"): what could be read, marked incomplete, with
+        # no verdict; reliability.test_damaged_traces checks the numbers.
         trace = self.real_trace("truncated.db")
         size = os.path.getsize(trace)
         with open(trace, "r+b") as f:
             f.truncate(size // 2)
-        self.check_bad(trace, "truncated")
+        result = run_cli("report", trace)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("salvaged: the trace was damaged (truncated at", result.stderr)
+        self.assertIn("truncated.db", result.stderr)
+        self.assertNotIn("No leaks", result.stdout)
+        self.assertEqual(run_cli("report", "--fail-on-leak", trace).returncode, 4)  # no verdict from it
 
     def test_bad_format_option(self):
         trace = self.real_trace("ok.db")
