@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include "analysis/findings.h"
 #include "analysis/format.h"
 #include "analysis/model.h"
 #include "analysis/symbolizer.h"
@@ -70,6 +71,20 @@ static void print_heaps_summary(const analysis::Report& report) {
   }
 }
 
+// The report's first findings (analysis/findings.h), a verdict and the user's line each: what to fix, before
+// opening the report.
+static void print_findings_summary(const analysis::Report& report) {
+  constexpr size_t kShown = 3;
+  const std::vector<analysis::Finding> findings = analysis::findings_of(report);
+  if (findings.empty()) return;
+  fmt::print(stderr, "  findings, largest first:\n");
+  for (size_t i = 0; i < findings.size() && i < kShown; ++i) {
+    fmt::print(stderr, "    {}. {}\n", i + 1, findings[i].verdict);
+    if (!findings[i].user_frame.empty()) fmt::print(stderr, "       at {}\n", findings[i].user_frame);
+  }
+  if (findings.size() > kShown) fmt::print(stderr, "    ... {} more in the report\n", findings.size() - kShown);
+}
+
 bool print_run_summary(const std::string& path) {
   try {
     auto trace = analysis::TraceFile::open(path);
@@ -92,6 +107,7 @@ bool print_run_summary(const std::string& path) {
                  report.leak_groups_total == 1 ? "" : "s");
     }
     print_heaps_summary(report);
+    print_findings_summary(report);
     if (!report.trace.complete) {
       if (report.trace.stop_reason && !report.trace.stop_reason->empty()) {
         fmt::print(stderr, "  warning: the trace is incomplete ({})\n", analysis::incomplete_reason(report.trace));

@@ -66,8 +66,14 @@ class LeakyFindingsTest(TraceDirTestCase):
 class GrowthFindingTest(TraceDirTestCase):
     def test_a_growing_program_has_its_growth_among_the_findings(self):
         trace = self.path("slow_leak.db")
-        result = run_cli("run", "--simulate", "-q", "-o", trace, "--", sample("slow_leak"))
+        result = run_cli("run", "--simulate", "-o", trace, "--", sample("slow_leak"))
         self.assertEqual(result.returncode, 0, result.stderr)
+        # run's summary: everything was freed at exit, and yet the memory grew: both said.
+        summary = result.stderr[result.stderr.index("gpumemtrace: trace "):]
+        self.assertIn("  no leaks: every allocation was freed\n  findings, largest first:\n"
+                      "    1. steady growth on device 0: +", summary)
+        line = marker_line("slow_leak.cu", "LEAK-SITE: cache_result")
+        self.assertRegex(summary, rf"       at .*cache_result.* \S*samples/slow_leak.cu:{line} \[slow_leak\]\n")
         report = report_json(trace)
         growth = [f for f in report["findings"] if f["kind"] == "growth"]
         self.assertEqual(len(growth), 1, report["findings"])
