@@ -63,6 +63,9 @@ if args.oom:
     pieces = [torch.empty(4 * MiB, dtype=torch.uint8, device="cuda") for _ in range(5 * 20)]
     held = pieces[2::5]  # the middle one of each 20 MiB segment: two 8 MiB holes around it
     del pieces
+    # Some pieces filled holes of older segments, so a new segment may hold no kept piece: release those, or
+    # PyTorch frees them on the failed request, retries under the cap, and succeeds (seen on the H200, 7a6657f).
+    torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 6 * MiB) / total)
     request_bytes = 24 * MiB  # larger than every hole (a 20 MiB segment holds at most 20 MiB free)
