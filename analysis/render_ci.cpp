@@ -31,6 +31,7 @@ std::string module_name(const BreakdownRow& row) {
 
 template <typename NameFn>
 void append_table(std::string& out, const char* title, const std::vector<BreakdownRow>& rows, NameFn name) {
+  if (rows.size() < 2) return;  // one row repeats the totals
   const size_t shown = std::min(kTextBreakdownRows, rows.size());
   out += rows.size() > shown ? fmt::format("  {} (top {} of {})\n", title, shown, rows.size())
                              : fmt::format("  {}\n", title);
@@ -74,7 +75,9 @@ void append_suppressed(std::string& out, const Report& report) {
 
 void append_breakdown(std::string& out, const Report& report) {
   const Breakdown& breakdown = report.breakdown;
-  if (breakdown.by_thread.empty()) return;
+  // A table of one row (one thread, one stream, one module) repeats the totals: only the others are shown,
+  // and no section when none is left (JSON keeps every table).
+  if (breakdown.by_thread.size() < 2 && breakdown.by_stream.size() < 2 && breakdown.by_module.size() < 2) return;
   out += "\nBreakdown (live at the peak, allocated in total, leaked, allocations)\n";
   out += fmt::format("    {:<32} {:>11} {:>11} {:>11} {:>8}\n", "", "at peak", "allocated", "leaked", "count");
   append_table(out, "by thread", breakdown.by_thread, [&report](const BreakdownRow& row) {

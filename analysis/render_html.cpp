@@ -136,8 +136,8 @@ std::string header(const Report& report) {
                                              totals.failed_allocations));
   out += meta_row("peak", fmt::format("{} at {}", format_bytes_exact(totals.peak_bytes),
                                       format_duration(totals.peak_time_ns)));
-  out += meta_row("leaked", fmt::format("{} in {} allocations", format_bytes_exact(totals.leaked_bytes),
-                                        totals.leaked_allocations));
+  out += meta_row("leaked", fmt::format("{} in {} allocation{}", format_bytes_exact(totals.leaked_bytes),
+                                        totals.leaked_allocations, totals.leaked_allocations == 1 ? "" : "s"));
   for (const HeapAtExit& heap : report.heaps) {  // framework heaps (heaps.h): their reservation, apart
     out += meta_row(heap.cached() ? "cached at exit" : "reserved at exit",
                     fmt::format("{} by {}{}", format_bytes_exact(heap.reserved_bytes), heap.allocator,

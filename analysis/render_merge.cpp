@@ -98,8 +98,8 @@ void append_leaks(std::string& out, const MergedReport& report, size_t top) {
     if (leak.processes.size() > kTextProcessesPerLeak) {
       who += fmt::format(", +{} more", leak.processes.size() - kTextProcessesPerLeak);
     }
-    out += fmt::format("  #{} {} in {} allocations, {} {} ({}){}\n", i + 1, format_bytes_exact(leak.bytes), leak.count,
-                       leak.processes.size(), leak.processes.size() == 1 ? "process" : "processes", who,
+    out += fmt::format("  #{} {} in {} allocation{}, {} {} ({}){}\n", i + 1, format_bytes_exact(leak.bytes), leak.count,
+                       leak.count == 1 ? "" : "s", leak.processes.size(), leak.processes.size() == 1 ? "process" : "processes", who,
                        leak.nccl ? " [NCCL]" : "");
     for (const std::string& line : stack_view_lines(leak.stack, StackViewOptions{.max_lines = kTextFramesPerStack})) {
       out += (line.rfind("...", 0) == 0 ? "      " : "      at ") + line + "\n";
