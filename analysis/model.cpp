@@ -242,6 +242,7 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   info.missing_tables = missing_table_notes(trace);
   info.app_exit_status = lenient_meta_int(trace, meta::kAppExitStatus);
   info.app_exit_signal = lenient_meta_int(trace, meta::kAppExitSignal);
+  info.events_lost_at_exit = lenient_meta_int(trace, meta::kEventsLostAtExit);
 }
 
 // What makes two stacks the same to a reader: per frame, function, file and line when symbolized, else the

@@ -217,6 +217,8 @@ struct TraceInfo {
   // v8, the process `run` started: its exit code, or the signal that killed it (meta app_exit_*).
   std::optional<int64_t> app_exit_status;
   std::optional<int64_t> app_exit_signal;
+  // v8, the process `run` started: events it recorded that never reached the trace (meta events_lost_at_exit).
+  std::optional<int64_t> events_lost_at_exit;
 };
 
 // "exited with code 5", "killed by signal 9 (Killed)"; nullopt when the trace does not say (older traces, and
@@ -227,9 +229,19 @@ std::optional<std::string> app_exit_text(const TraceInfo& trace);
 // why, else the usual suspects.
 inline std::string incomplete_reason(const TraceInfo& trace) {
   if (trace.salvaged) return *trace.salvaged;
-  if (trace.stop_reason && !trace.stop_reason->empty()) return "recording stopped early: " + *trace.stop_reason;
-  // Events recorded in its last moments (up to 200 ms) may be missing: how many is not known.
-  if (trace.app_exit_signal) return "the process was killed by signal " + std::to_string(*trace.app_exit_signal);
+  // Events recorded in its last moments (up to 200 ms) may be missing: how many, where `run` counted them.
+  const int64_t lost = trace.events_lost_at_exit.value_or(0);
+  const std::string lost_text = std::to_string(lost) + (lost == 1 ? " event" : " events") +
+                                " recorded in the process's last moments " + (lost == 1 ? "was" : "were") + " lost";
+  if (trace.stop_reason && !trace.stop_reason->empty()) {
+    return "recording stopped early: " + *trace.stop_reason + (lost > 0 ? "; " + lost_text : "");
+  }
+  if (trace.app_exit_signal) {
+    const std::string killed = "killed by signal " + std::to_string(*trace.app_exit_signal);
+    if (lost > 0) return lost_text + " (" + killed + ")";
+    if (trace.events_lost_at_exit) return "the process was " + killed + " (every event it recorded is in the trace)";
+    return "the process was " + killed;
+  }
   return "the process crashed, was killed or is still running";
 }
 

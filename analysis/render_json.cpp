@@ -78,6 +78,7 @@ Json trace_json(const TraceInfo& trace) {
               {"recording_paused_ns", trace.recording_paused_ns},
               {"app_exit_status", optional_value(trace.app_exit_status)},
               {"app_exit_signal", optional_value(trace.app_exit_signal)},
+              {"events_lost_at_exit", optional_value(trace.events_lost_at_exit)},
               {"supports_verdict", supports_verdict(trace)},
               {"event_count", trace.event_count}};
 }

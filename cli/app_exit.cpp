@@ -1,14 +1,50 @@
 #include "cli/app_exit.h"
 
+#include <fcntl.h>
 #include <fmt/core.h>
 #include <sqlite3.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdlib>
+
+#include "schema/event_counters.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::cli {
 
-bool record_app_exit(const std::string& trace_path, const LaunchResult& result) {
+std::string make_event_counters_file() {
+  // In memory (tmpfs) where there is one: a shared mapping of a file on disk is written back now and then, and the
+  // first store after each write-back faults in the app's thread.
+  const char* tmp = getenv("TMPDIR");
+  std::string dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
+  std::string path = dir + "/gpumemtrace-counters-XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0) return {};
+  const bool sized = ftruncate(fd, sizeof(schema::EventCounters)) == 0;
+  close(fd);
+  if (!sized) unlink(path.c_str());
+  return sized ? path : std::string();
+}
+
+std::optional<uint64_t> take_events_lost(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::optional<uint64_t> lost;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  unlink(path.c_str());
+  if (fd < 0) return lost;
+  void* mapped = mmap(nullptr, sizeof(schema::EventCounters), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mapped == MAP_FAILED) return lost;
+  // The process is gone: nothing writes these any more.
+  const auto* counters = static_cast<const schema::EventCounters*>(mapped);
+  if (counters->magic.load(std::memory_order_relaxed) == schema::kEventCountersMagic) lost = counters->pending();
+  munmap(mapped, sizeof(schema::EventCounters));
+  return lost;
+}
+
+bool record_app_exit(const std::string& trace_path, const LaunchResult& result, std::optional<uint64_t> events_lost) {
   sqlite3* db = nullptr;
   // Not TraceFile: a trace the app left damaged is `report`'s to explain; here it only misses this fact.
   if (sqlite3_open_v2(trace_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
@@ -27,6 +63,7 @@ bool record_app_exit(const std::string& trace_path, const LaunchResult& result) 
   std::string other =
       fmt::format("DELETE FROM meta WHERE key = '{}'", signaled ? meta::kAppExitStatus : meta::kAppExitSignal);
   ok = ok && sqlite3_exec(db, other.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK;
+  if (events_lost) ok = ok && schema::set_meta(db, meta::kEventsLostAtExit, std::to_string(*events_lost));
   ok = ok && sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK;
   if (!ok) {
     fmt::print(stderr, "gpumemtrace: cannot store the app's exit status in '{}': {}\n", trace_path, sqlite3_errmsg(db));

@@ -109,7 +109,7 @@ bool print_run_summary(const std::string& path) {
     print_heaps_summary(report);
     print_findings_summary(report);
     if (!report.trace.complete) {
-      if (report.trace.stop_reason && !report.trace.stop_reason->empty()) {
+      if ((report.trace.stop_reason && !report.trace.stop_reason->empty()) || report.trace.app_exit_signal) {
         fmt::print(stderr, "  warning: the trace is incomplete ({})\n", analysis::incomplete_reason(report.trace));
       } else {
         fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");

@@ -231,6 +231,7 @@ int run(const RunOptions& options) {
   spec.output_pattern = options.output.empty() ? default_output_pattern(options.command[0]) : options.output;
   spec.overwrite = options.force;
   std::string registry = make_registry_file();
+  std::string counters = make_event_counters_file();
 
   const char* old_preload = getenv("LD_PRELOAD");
   std::string preload = layout.preload_library;
@@ -245,6 +246,7 @@ int run(const RunOptions& options) {
                       {env::kBackend, backend},
                       {env::kOutput, spec.output_pattern},
                       {env::kRegistry, registry},
+                      {env::kEventCounters, counters},
                       {env::kNoStacks, options.no_stacks ? "1" : "0"},
                       {env::kFreeStacks, options.free_stacks ? "1" : "0"},
                       {env::kSimulated, options.simulate ? "1" : "0"},
@@ -276,13 +278,14 @@ int run(const RunOptions& options) {
   LaunchResult result = launch_and_wait(spec);
   std::vector<std::string> traces = registry.empty() ? std::vector<std::string>{} : read_registry(registry);
   if (!registry.empty()) unlink(registry.c_str());
+  const std::optional<uint64_t> events_lost = take_events_lost(counters);
   if (!result.started) {
     fmt::print(stderr, "gpumemtrace: {}\n", result.error);
     return result.error_exit_code;
   }
 
   ensure_root_trace(options, backend, result, traces);
-  if (file_exists(result.root_trace_path)) record_app_exit(result.root_trace_path, result);
+  if (file_exists(result.root_trace_path)) record_app_exit(result.root_trace_path, result, events_lost);
 
   if (!options.quiet) {
     if (result.signal != 0) {

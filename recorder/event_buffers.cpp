@@ -13,6 +13,7 @@ EventBuffers::~EventBuffers() {
     }
   }
   for (Chunk* c : spare_) delete c;
+  delete own_counters_;
   for (Chunk* c : late_full_) delete c;
   delete late_filling_;
 }
@@ -29,13 +30,32 @@ ThreadBuffer* EventBuffers::register_thread_locked() {
   if (!reusable_.empty()) {
     b = reusable_.back();
     reusable_.pop_back();
-    *b = ThreadBuffer{b->filling, 0, 0, {}, false, 0};  // its chunk is empty: it was drained before reuse
+    // Its chunk is empty (it was drained before reuse); its count of events produced goes on.
+    *b = ThreadBuffer{b->filling, 0, 0, b->produced, b->produced_is_shared, {}, false, 0};
   } else {
     b = new ThreadBuffer;
     b->filling = take_spare_locked();
+    schema::EventCounters& counters = counters_locked();
+    const uint32_t slot = counters.slots_taken.load(std::memory_order_relaxed);
+    b->produced_is_shared = slot >= schema::kEventCounterSlots;
+    b->produced = b->produced_is_shared ? &counters.produced_shared : &counters.produced[slot].value;
+    if (!b->produced_is_shared) counters.slots_taken.store(slot + 1, std::memory_order_relaxed);
   }
   in_use_.push_back(b);
   return b;
+}
+
+schema::EventCounters& EventBuffers::counters_locked() {
+  if (!counters_) counters_ = own_counters_ = new schema::EventCounters;
+  return *counters_;
+}
+
+void EventBuffers::discard_locked(ThreadBuffer& buffer) {
+  // Those the consumer took already (`taken` counts in this chunk while no full one is queued) are its to count.
+  const uint32_t published = buffer.filling->published.load(std::memory_order_relaxed);
+  const uint32_t taken = buffer.full.empty() ? std::min(buffer.taken, published) : 0;
+  counters_locked().discarded.fetch_add(published - taken, std::memory_order_relaxed);
+  buffer.filling->published.store(0, std::memory_order_relaxed);
 }
 
 void EventBuffers::hand_over_locked(ThreadBuffer& buffer) {
@@ -48,6 +68,7 @@ bool EventBuffers::append_late_locked(const EventRecord& event) {
   if (!late_filling_) late_filling_ = take_spare_locked();
   const uint32_t n = late_filling_->published.load(std::memory_order_relaxed);
   late_filling_->events[n] = event;
+  counters_locked().produced_shared.fetch_add(1, std::memory_order_relaxed);
   late_filling_->published.store(n + 1, std::memory_order_relaxed);  // read under the same lock
   if (n + 1 < kChunkEvents) return false;
   late_full_.push_back(late_filling_);

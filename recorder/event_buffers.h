@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "recorder/event.h"
+#include "schema/event_counters.h"
 
 namespace gmt::recorder {
 
@@ -54,6 +55,10 @@ struct alignas(64) ThreadBuffer {
   // The filling thread's own: bit d, this thread has seen device d's description claimed (Recorder::
   // devices_claimed), so that an event reads this line and not the recorder's.
   uint64_t devices_known_claimed = 0;
+  // This buffer's count of events produced (schema/event_counters.h): its own slot, which only the filling thread
+  // writes, or the shared count when the slots ran out (then `produced_is_shared`, and it is added to atomically).
+  std::atomic<uint64_t>* produced = nullptr;
+  bool produced_is_shared = false;
   // Under the lock.
   alignas(64) std::vector<Chunk*> full;  // oldest first; the filling thread put them here, the consumer takes them
   bool thread_exited = false;
@@ -83,13 +88,29 @@ class EventBuffers {
     Chunk* c = buffer.filling;
     const uint32_t n = c->published.load(std::memory_order_relaxed);
     c->events[n] = event;
+    // Counted before it is published (the release store below orders the two): the writer can commit only
+    // events already counted, so produced never trails committed, even in a file read after a SIGKILL.
+    if (__builtin_expect(!buffer.produced_is_shared, 1)) {
+      buffer.produced->store(buffer.produced->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    } else {
+      buffer.produced->fetch_add(1, std::memory_order_relaxed);
+    }
     c->published.store(n + 1, std::memory_order_release);
     return n + 1 < kChunkEvents ? &c->events[n + 1] : nullptr;
   }
   // Queues the thread's full chunk for the consumer and gives the thread a fresh one.
   void hand_over_locked(ThreadBuffer& buffer);
-  // Drops the thread's published events instead (profiling has stopped): the chunk is reused as it is.
-  static void discard_locked(ThreadBuffer& buffer) { buffer.filling->published.store(0, std::memory_order_relaxed); }
+  // Drops the thread's published events instead (profiling has stopped, or dropped_events counts them): the
+  // chunk is reused as it is. They are counted as discarded, not as lost at the exit.
+  void discard_locked(ThreadBuffer& buffer);
+
+  // The counts of events produced and committed (schema/event_counters.h): `counters` (run's shared file), set
+  // before any thread records; without it, private ones of this object's own.
+  void use_counters_locked(schema::EventCounters* counters) { counters_ = counters; }
+  // The writer, after a transaction holding `events` events committed.
+  void note_committed(uint64_t events) {
+    if (counters_) counters_->committed.fetch_add(events, std::memory_order_relaxed);
+  }
 
   // Events that arrive late with times of their own (record_late): kept apart, in arrival order, never
   // merged by time with the rest (their times may be seconds old). Under the lock. True when a chunk of them is
@@ -130,6 +151,10 @@ class EventBuffers {
   void give_back_locked(Chunk* chunk);
   void drop_oldest_full_locked(ThreadBuffer& buffer);  // taken whole: back to the spare list
 
+  schema::EventCounters& counters_locked();
+
+  schema::EventCounters* counters_ = nullptr;
+  schema::EventCounters* own_counters_ = nullptr;  // the private ones, when nobody set counters_
   std::vector<ThreadBuffer*> in_use_;
   std::vector<ThreadBuffer*> reusable_;  // drained buffers of exited threads
   std::vector<Chunk*> spare_;

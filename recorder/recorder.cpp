@@ -11,6 +11,7 @@
 #include "recorder/cache_hints.h"
 #include "recorder/caller_stack.h"
 #include "recorder/event_clock.h"
+#include "recorder/event_counting.h"
 #include "recorder/guard.h"
 #include "recorder/recorder_state.h"
 #include "recorder/settings.h"
@@ -55,12 +56,12 @@ GMT_COLD void hand_over_full_chunk(Recorder& r, ThreadBuffer& buffer) {
   std::unique_lock lock(r.mutex);
   HoldsRecorderLock holds;
   if (r.disabled.load(std::memory_order_relaxed)) {  // no consumer reads it any more
-    EventBuffers::discard_locked(buffer);
+    r.buffers.discard_locked(buffer);
     return;
   }
   if (t_never_wait && r.buffers.full_chunks_locked() >= kMaxPendingChunksNeverWait) {
     r.dropped_events += buffer.filling->published.load(std::memory_order_relaxed);
-    EventBuffers::discard_locked(buffer);
+    r.buffers.discard_locked(buffer);
     return;
   }
   r.buffers.hand_over_locked(buffer);
@@ -139,6 +140,8 @@ void create_recorder() {
   calibrate_event_clock();  // the first calibration point; the writer takes the next ones
   g_thread_exit_key_made = pthread_key_create(&g_thread_exit_key, on_thread_exit) == 0;
   g_recorder = new Recorder;
+  // The process `run` started counts its events where `run` reads them after a SIGKILL (schema/event_counters.h).
+  if (schema::EventCounters* shared = map_shared_event_counters()) g_recorder->buffers.use_counters_locked(shared);
 }
 
 size_t thread_buffers_in_use() {

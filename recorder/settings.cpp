@@ -34,6 +34,7 @@ void load_settings_from_environment() {
   if (const char* v = getenv(env::kOutput); v && *v) s.output_pattern = v;
   if (const char* v = getenv(env::kRootPid); v && *v) s.root_pid = std::strtol(v, nullptr, 10);
   if (const char* v = getenv(env::kRegistry); v && *v) s.registry_path = v;
+  if (const char* v = getenv(env::kEventCounters); v && *v) s.event_counters_path = v;
   if (const char* v = getenv(env::kNoStacks); v && *v == '1') s.take_stacks = false;
   if (const char* v = getenv(env::kFreeStacks); v && *v == '1') s.take_free_stacks = true;
   if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;

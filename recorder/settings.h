@@ -16,6 +16,7 @@ struct Settings {
   std::string output_pattern = "gpumemtrace.%p.db";
   long root_pid = 0;
   std::string registry_path;
+  std::string event_counters_path;  // GMT_EVENT_COUNTERS: mapped by the process `run` started only
   bool take_stacks = true;
   bool take_free_stacks = false;  // only with take_stacks
   bool simulated = false;

@@ -208,6 +208,9 @@ bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
       store_stop_reason(r.trace_path, stop_reason_for_write_error(r.writer.last_error()));
       return false;
     }
+    size_t committed = 0;
+    for (size_t length : lengths) committed += length;
+    r.buffers.note_committed(committed);  // on disk now: a kill from here on loses none of them
     if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time
     if (round.events.size() < kEventsPerTransaction) return true;  // nothing left at or before the watermark
   }

@@ -19,6 +19,9 @@ inline constexpr const char* kOutput = "GMT_OUTPUT";
 inline constexpr const char* kRootPid = "GMT_ROOT_PID";
 // A file where every traced process appends its trace's path, so that `run` finds them all after the run.
 inline constexpr const char* kRegistry = "GMT_REGISTRY";
+// A 64 KiB file the process `run` started maps shared and counts its events into (schema/event_counters.h), so that
+// after a SIGKILL `run` can say how many recorded events never reached the trace. Other processes ignore it.
+inline constexpr const char* kEventCounters = "GMT_EVENT_COUNTERS";
 // "1": record events without call stacks.
 inline constexpr const char* kNoStacks = "GMT_NO_STACKS";
 // "1": frees take call stacks too. Off by default: the analysis never uses a free's stack (leaks, peaks and growth

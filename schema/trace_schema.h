@@ -421,6 +421,10 @@ inline constexpr const char* kEventClock = "event_clock";
 // (0-255) when it exited; app_exit_signal: the signal number that killed it. Exactly one is present.
 inline constexpr const char* kAppExitStatus = "app_exit_status";
 inline constexpr const char* kAppExitSignal = "app_exit_signal";
+// v8, with them: how many events that process recorded never reached its trace (still in its buffers or in the
+// writer's unfinished transaction when it ended: a SIGKILL, the OOM killer), from the counters it kept in a file
+// of `run`'s (schema/event_counters.h). Absent when they are not known (other processes, traces made without run).
+inline constexpr const char* kEventsLostAtExit = "events_lost_at_exit";
 }  // namespace meta
 
 // The values of meta.backend (one name per Source), written by the library and by the CLI.

@@ -6,6 +6,7 @@ schema/environment_to_python.cmake. Do not edit: change the header and run, from
 OUTPUT = "GMT_OUTPUT"
 ROOT_PID = "GMT_ROOT_PID"
 REGISTRY = "GMT_REGISTRY"
+EVENT_COUNTERS = "GMT_EVENT_COUNTERS"
 NO_STACKS = "GMT_NO_STACKS"
 FREE_STACKS = "GMT_FREE_STACKS"
 SIMULATED = "GMT_SIMULATED"

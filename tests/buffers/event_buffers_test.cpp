@@ -184,4 +184,45 @@ TEST(EventBuffers, LateEventsStayInArrivalOrderApartFromTheMerge) {
   EXPECT_TRUE(late.empty());
 }
 
+// The counts `run` reads after a SIGKILL (schema/event_counters.h): each thread counts in a slot of its own, an
+// exited thread's reused buffer counts on in its slot, late events and slotless threads in the shared count, and
+// what is committed or discarded is no longer pending.
+TEST(EventBuffers, CountsEventsProducedCommittedAndDiscarded) {
+  gmt::schema::EventCounters counters;
+  EventBuffers buffers;
+  buffers.use_counters_locked(&counters);
+  ThreadBuffer* a = buffers.register_thread_locked();
+  ThreadBuffer* b = buffers.register_thread_locked();
+  for (uint64_t i = 0; i < 3; ++i) append(buffers, *a, 10 + i, 0xa0 + i);
+  for (uint64_t i = 0; i < 2; ++i) append(buffers, *b, 10 + i, 0xb0 + i);
+  EXPECT_EQ(counters.slots_taken.load(), 2u);
+  EXPECT_EQ(counters.produced[0].value.load(), 3u);
+  EXPECT_EQ(counters.produced[1].value.load(), 2u);
+  EXPECT_EQ(counters.pending(), 5u);
+  Taken taken;
+  EXPECT_EQ(take(buffers, 100, 4096, taken), 5u);
+  EXPECT_EQ(counters.pending(), 5u);  // taken, not yet committed: a kill now loses them
+  buffers.note_committed(5);
+  EXPECT_EQ(counters.pending(), 0u);
+
+  append(buffers, *a, 20, 0xa9);
+  buffers.discard_locked(*a);  // profiling stopped: dropped on purpose, not lost
+  EXPECT_EQ(counters.discarded.load(), 1u);
+  EXPECT_EQ(counters.pending(), 0u);
+
+  EventRecord late;
+  late.time_ns = 1;
+  buffers.append_late_locked(late);
+  EXPECT_EQ(counters.produced_shared.load(), 1u);
+  EXPECT_EQ(counters.pending(), 1u);
+
+  EventBuffers::thread_exited_locked(*b);
+  EXPECT_EQ(take(buffers, 100, 4096, taken), 0u);  // drains b: its buffer is reusable
+  ThreadBuffer* c = buffers.register_thread_locked();
+  EXPECT_EQ(c, b);
+  append(buffers, *c, 30, 0xc0);
+  EXPECT_EQ(counters.produced[1].value.load(), 3u);
+  EXPECT_EQ(counters.slots_taken.load(), 2u);
+}
+
 }  // namespace

@@ -1,7 +1,10 @@
 // Ways a process ends without running exit handlers: _exit, _Exit, exec without fork, abort, SIGKILL. Each mode
 // makes COUNT allocations of 1 MiB + i bytes right before it ends (well inside the writer's 200 ms interval), so
 // that only a flush on the way out can keep them. test_exit_paths checks each trace against these numbers.
-// Usage: exit_paths _exit|_Exit|execv|exec-fails|abort|sigkill|sigkill-freed|after-exec COUNT
+// sigkill-pending first makes COUNT allocations and waits half a second (the writer commits them), then COUNT
+// more that are still in the buffers when it kills itself: the trace holds the first COUNT, and `run` counts the
+// last COUNT as lost.
+// Usage: exit_paths _exit|_Exit|execv|exec-fails|abort|sigkill|sigkill-freed|sigkill-pending|after-exec COUNT
 #include <cuda_runtime.h>
 #include <signal.h>
 #include <unistd.h>
@@ -9,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 namespace {
@@ -25,8 +29,9 @@ void allocate(int count, bool free_them) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr,
-                 "usage: exit_paths _exit|_Exit|execv|exec-fails|abort|sigkill|sigkill-freed|after-exec COUNT\n");
+    std::fprintf(
+        stderr, "usage: exit_paths _exit|_Exit|execv|exec-fails|abort|sigkill|sigkill-freed|sigkill-pending|after-exec "
+                "COUNT\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -34,6 +39,11 @@ int main(int argc, char** argv) {
   if (mode == "after-exec") {  // the image an exec started: no CUDA call, so no trace of its own
     std::printf("after exec\n");
     return 0;
+  }
+  if (mode == "sigkill-pending") {
+    allocate(count, false);
+    timespec pause{0, 500'000'000};  // past the writer's 200 ms interval, twice
+    nanosleep(&pause, nullptr);
   }
   allocate(count, mode == "sigkill-freed");
   std::fflush(stdout);
@@ -48,6 +58,6 @@ int main(int argc, char** argv) {
     return 7;
   }
   if (mode == "abort") std::abort();
-  if (mode == "sigkill" || mode == "sigkill-freed") kill(getpid(), SIGKILL);
+  if (mode == "sigkill" || mode == "sigkill-freed" || mode == "sigkill-pending") kill(getpid(), SIGKILL);
   return 3;
 }

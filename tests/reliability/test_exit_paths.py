@@ -2,7 +2,8 @@
 called _exit got a trace marked complete with nothing in it, and "no leaks"). Under `run --simulate`,
 tests/reliability/exit_paths.cpp makes 15 allocations of 1 MiB + i bytes right before it ends. _exit, _Exit and
 exec keep all 15 in a complete trace; abort keeps them in an incomplete one; after SIGKILL the trace is
-incomplete, and no verdict of "no leaks" or a passed gate is given on it without --allow-incomplete."""
+incomplete, says how many recorded events never reached it (the counters `run` shares with the process), and no
+verdict of "no leaks" or a passed gate is given on it without --allow-incomplete."""
 import os
 import unittest
 
@@ -75,8 +76,12 @@ class ExitPathsTest(TraceDirTestCase):
                 report = report_json(trace, "--allow-incomplete")
                 self.assertFalse(report["trace"]["complete"])
                 self.assertEqual(report["trace"]["app_exit_signal"], 9)
-                # Whatever reached the trace before the kill is exact; the rest is said to be missing.
+                # Whatever reached the trace before the kill is exact; the rest is counted as lost: every event the
+                # app made (an allocation, and a free in sigkill-freed) is in the trace or in the count.
                 self.assertLessEqual(report["totals"]["allocations"], COUNT)
+                produced = COUNT * (2 if mode == "sigkill-freed" else 1)
+                lost = report["trace"]["events_lost_at_exit"]
+                self.assertEqual(report["trace"]["event_count"] + lost, produced)
                 text = run_cli("report", trace)
                 self.assertEqual(text.returncode, 0, text.stderr)
                 self.assertNotIn("every allocation was freed", text.stdout)
@@ -85,6 +90,25 @@ class ExitPathsTest(TraceDirTestCase):
                 self.assertEqual(gate.returncode, 4, gate.stderr)
                 allowed = run_cli("report", "--fail-on-leak=1GiB", "--allow-incomplete", "-o", os.devnull, trace)
                 self.assertEqual(allowed.returncode, 0, allowed.stderr)
+
+    def test_sigkill_counts_the_events_still_pending(self):
+        # COUNT allocations committed, half a second, COUNT more still in the buffers at the kill (exit_paths.cpp).
+        trace, result = self.run_mode("sigkill-pending", 128 + 9)
+        report = report_json(trace, "--allow-incomplete")
+        self.assertEqual(report["trace"]["event_count"], COUNT)
+        self.assertEqual(report["totals"]["allocations"], COUNT)
+        self.assertEqual(report["trace"]["events_lost_at_exit"], COUNT)
+        sentence = f"{COUNT} events recorded in the process's last moments were lost (killed by signal 9)"
+        self.assertIn(sentence, result.stderr)
+        self.assertIn(sentence, run_cli("report", trace).stdout)
+
+    def test_clean_exits_lose_nothing(self):
+        for mode, code in (("_exit", 5), ("execv", 0)):
+            with self.subTest(mode=mode):
+                trace, _ = self.run_mode(mode, code)
+                report = report_json(trace)
+                self.assertEqual(report["trace"]["events_lost_at_exit"], 0)
+                self.assertEqual(report["trace"]["event_count"], COUNT)
 
     def test_nothing_recorded_is_not_a_clean_run(self):
         trace = self.path("true.db")
