@@ -81,38 +81,4 @@ std::string failure_label(const AllocFailure& failure) {
              : "out of memory";
 }
 
-std::optional<std::vector<PoolUsage>> read_pool_usage(const TraceFile& trace,
-                                                      const std::function<int64_t(int64_t)>& relative) {
-  // The table's existence decides, not the schema version: a trace may be upgraded or hand-made.
-  Statement exists(trace, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pool_usage'");
-  if (!exists.step()) return std::nullopt;
-
-  Statement samples(trace,
-                    "SELECT time_ns, pool, device, reserved_bytes, used_bytes FROM pool_usage ORDER BY time_ns");
-  std::map<int64_t, PoolUsage> pools;
-  auto bytes = [](int64_t value) { return static_cast<uint64_t>(std::max<int64_t>(0, value)); };
-  while (samples.step()) {
-    const int64_t pool_handle = samples.column_int(1);
-    PoolUsage& pool = pools[pool_handle];
-    pool.pool = pool_handle;
-    pool.device = samples.column_int(2);
-    const uint64_t reserved = bytes(samples.column_int(3));
-    const uint64_t used = bytes(samples.column_int(4));
-    const uint64_t unused = reserved > used ? reserved - used : 0;
-    if (pool.samples == 0 || unused > pool.max_unused_bytes) {
-      pool.max_unused_bytes = unused;
-      pool.max_unused_time_ns = relative(samples.column_int(0));
-    }
-    ++pool.samples;
-    pool.peak_reserved_bytes = std::max(pool.peak_reserved_bytes, reserved);
-    pool.peak_used_bytes = std::max(pool.peak_used_bytes, used);
-    pool.last_reserved_bytes = reserved;
-    pool.last_used_bytes = used;
-  }
-  std::vector<PoolUsage> result;
-  result.reserve(pools.size());
-  for (auto& [handle, pool] : pools) result.push_back(pool);
-  return result;
-}
-
 }  // namespace gmt::analysis

@@ -1,10 +1,9 @@
-// Fragmentation, internal to analysis/ (docs/analysis.md defines every number): free gaps between the live
-// device allocations of one device, the label of a failed allocation, and the pools' reserved-vs-used
-// samples.
+// Address-space layout, internal to analysis/ (docs/analysis.md defines every number): free gaps between the live
+// device allocations of one device, and the label of a failed allocation. The gaps are virtual addresses: the
+// driver maps physical pages anywhere, so they do not say whether the next cudaMalloc fits (JSON only).
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,10 +41,5 @@ class GapTracker {
 
 // The OOM label of a failure: "fragmentation", "out of memory", "unknown" or "other error".
 std::string failure_label(const AllocFailure& failure);
-
-// Per pool, from the pool_usage table (schema 3); nullopt when the trace has no such table (older traces).
-// `relative` turns an absolute time into time since the process start.
-std::optional<std::vector<PoolUsage>> read_pool_usage(const TraceFile& trace,
-                                                      const std::function<int64_t(int64_t)>& relative);
 
 }  // namespace gmt::analysis

@@ -66,6 +66,7 @@ void apply_app_level(Report& report, Report app, const HeapPass& heaps) {
   report.growth = std::move(app.growth);
   report.ranges = std::move(app.ranges);
   report.breakdown = std::move(app.breakdown);
+  report.heap_fragmentation = std::move(app.heap_fragmentation);
 
   // Peaks: the device's bytes stay CUDA-level; who held them is said at the app's own peak on that device.
   for (DevicePeak& peak : report.peaks) {

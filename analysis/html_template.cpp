@@ -382,9 +382,36 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
     })));
   });
 
-  // ---- fragmentation and pools ----
-  var frag = section('Fragmentation of device memory', 'fragmentation');
-  append(frag, el('p', { class: 'muted' }, 'Free gaps between live allocations; ratio = 1 - largest gap / free (0: one gap holds all the free space).'));
+  // ---- fragmentation where it fails allocations: inside heaps, and pools (render_text_pools.cpp) ----
+  var frag = section('Fragmentation inside heaps and pools', 'fragmentation');
+  var heapRows = [];
+  (data.heap_fragmentation || []).forEach(function (h) {
+    [['at its peak (' + bytes(h.peak_held_bytes) + ' held)', h.at_peak, duration(h.peak_time_ns)], ['at the end', h.at_end, '']].forEach(function (m) {
+      var s = m[1], ratio = s.free_bytes ? (1 - s.largest_free_bytes / s.free_bytes).toFixed(2) : '';
+      heapRows.push(el('tr', {}, el('td', {}, h.allocator + ' on ' + deviceName(h.device) + ' ' + m[0]), el('td', { class: 'num' }, m[2]),
+                       numCell(s.reserved_bytes, bytes(s.reserved_bytes)), numCell(s.held_bytes, bytes(s.held_bytes)),
+                       numCell(s.free_bytes, bytes(s.free_bytes)), numCell(s.largest_free_bytes, bytes(s.largest_free_bytes)),
+                       el('td', { class: 'num' }, ratio)));
+    });
+  });
+  if (heapRows.length) {
+    append(frag, el('p', { class: 'muted' }, 'Free bytes in holes between live blocks of each heap whose layout the trace shows; ratio = 1 - largest hole / free.'));
+    append(frag, table(['heap', '#time', '#reserved', '#held', '#free in holes', '#largest hole', '#ratio'], heapRows));
+  } else {
+    append(frag, el('p', { class: 'muted' }, 'No framework heap whose blocks were recorded.'));
+  }
+  if (data.pools && data.pools.length) {
+    append(frag, el('h3', {}, 'Stream-ordered pools (used: exact, from the trace\'s allocations; reserved: sampled; unused = reserved - used)'));
+    append(frag, table(['pool', 'kind', 'device', '#peak used', '#used at the end', '#samples', '#peak reserved', '#last reserved', '#most unused'],
+      data.pools.map(function (p) {
+        return el('tr', {}, el('td', { class: 'frame' }, p.pool), el('td', {}, p.kind), el('td', {}, deviceName(p.device)),
+                  numCell(p.peak_used_bytes, bytes(p.peak_used_bytes) + (p.used_from_events ? ' at ' + duration(p.peak_used_time_ns) : ' (sampled)')),
+                  numCell(p.last_used_bytes, bytes(p.last_used_bytes)), el('td', { class: 'num' }, p.samples),
+                  numCell(p.peak_reserved_bytes, bytes(p.peak_reserved_bytes)), numCell(p.last_reserved_bytes, bytes(p.last_reserved_bytes)),
+                  numCell(p.max_unused_bytes, bytes(p.max_unused_bytes) + ' at ' + duration(p.max_unused_time_ns)));
+      })));
+  }
+  // Address gaps between the driver's allocations: layout, not fragmentation (the driver maps pages anywhere).
   var fragRows = [];
   data.fragmentation.forEach(function (d) {
     [['at its peak', d.at_peak], ['at the end', d.at_end]].forEach(function (m) {
@@ -395,17 +422,10 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
                        numCell(m[1].largest_gap_bytes, bytes(m[1].largest_gap_bytes)), el('td', { class: 'num' }, m[1].ratio.toFixed(2))));
     });
   });
-  if (fragRows.length) append(frag, table(['moment', '#time', '#allocations', '#span', '#free', '#largest gap', '#ratio'], fragRows));
-  else append(frag, el('p', { class: 'muted' }, 'No device allocation.'));
-  if (data.pools && data.pools.length) {
-    append(frag, el('h3', {}, 'Stream-ordered pools (sampled; unused = reserved - used)'));
-    append(frag, table(['pool', 'device', '#samples', '#peak reserved', '#peak used', '#last reserved', '#last used', '#most unused'],
-      data.pools.map(function (p) {
-        return el('tr', {}, el('td', { class: 'frame' }, p.pool), el('td', {}, deviceName(p.device)), el('td', { class: 'num' }, p.samples),
-                  numCell(p.peak_reserved_bytes, bytes(p.peak_reserved_bytes)), numCell(p.peak_used_bytes, bytes(p.peak_used_bytes)),
-                  numCell(p.last_reserved_bytes, bytes(p.last_reserved_bytes)), numCell(p.last_used_bytes, bytes(p.last_used_bytes)),
-                  numCell(p.max_unused_bytes, bytes(p.max_unused_bytes) + ' at ' + duration(p.max_unused_time_ns)));
-      })));
+  if (fragRows.length) {
+    append(frag, el('h3', {}, 'Address-space layout of device allocations'));
+    append(frag, el('p', { class: 'muted' }, 'Virtual-address gaps between live driver allocations. Not fragmentation: the driver maps physical pages anywhere, so these gaps do not say whether the next cudaMalloc fits.'));
+    append(frag, table(['moment', '#time', '#allocations', '#span', '#gaps', '#largest gap', '#ratio'], fragRows));
   }
 
   // ---- failures ----

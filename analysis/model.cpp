@@ -2,11 +2,13 @@
 
 #include "analysis/breakdown.h"
 #include "analysis/devices.h"
+#include "analysis/heap_fragmentation.h"
 #include "analysis/heaps.h"
 #include "analysis/imported.h"
 #include "analysis/live_memory.h"
 #include "analysis/ordered_events.h"
 #include "analysis/over_time.h"
+#include "analysis/pools.h"
 #include "analysis/ranges.h"
 #include "analysis/suppressions.h"
 #include "analysis/tensor_blocks.h"
@@ -294,6 +296,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   LiveBytes live_bytes;
   VmmState vmm;
   OverTimeTracker over_time;  // timeline, growth, fragmentation: sees every change of live bytes
+  PoolTracker pools;          // stream-ordered pools' exact used bytes (pools.h)
+  HeapFragmentationTracker heap_fragmentation;  // holes inside heaps (AppLevel pass): heap_fragmentation.h
   BreakdownTracker breakdown(&over_time);  // by thread, stream and module; passes every change on
   live_bytes.set_observer(&breakdown);
   RangeTracker ranges(trace, options.filters, report.trace.pid);  // NVTX ranges (ranges.h)
@@ -339,6 +343,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     if (heap_event && (kind == segment_alloc || kind == segment_free)) {  // a heap's segment: not memory itself
       if (backing) backing->on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size));
       if (heaps && set == EventSet::AppLevel) {
+        heap_fragmentation.before_segment(heaps->layout, source);
         heaps->layout.on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size),
                                  events.column_int(5), events.column_int(3) == int64_t(Api::torchSegmentMap));
       }
@@ -360,8 +365,9 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     }
     if (heaps && set == EventSet::AppLevel && heap_event &&
         (kind == static_cast<int64_t>(EventKind::Alloc) || kind == static_cast<int64_t>(EventKind::Free))) {
-      heaps->layout.on_block(source, kind == static_cast<int64_t>(EventKind::Alloc), address,
-                             size < 0 ? 0 : static_cast<uint64_t>(size));
+      heap_fragmentation.on_block(heaps->layout, source, events.column_int(5),
+                                  kind == static_cast<int64_t>(EventKind::Alloc), address,
+                                  size < 0 ? 0 : static_cast<uint64_t>(size), time_ns);
     }
     const bool imported_open = kind == static_cast<int64_t>(EventKind::Alloc) &&
                                memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported;
@@ -402,6 +408,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
         it->second = allocation;
       }
       live_bytes.add(allocation, address, time_ns);
+      pools.on_alloc(allocation.api, static_cast<uint64_t>(events.column_int(12)), allocation.device, address,
+                     allocation.size, time_ns);
       if (backing && !heap_event) backing->on_cuda_alloc(event_id, address, allocation.size);
     } else if (kind == static_cast<int64_t>(EventKind::Free)) {
       if (address == 0) continue;  // cudaFree(0) frees nothing; apps call it to create the context
@@ -420,6 +428,9 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       ranges.on_free(address);
       live_bytes.remove(it->second, address, time_ns);
       live.erase(it);
+      pools.on_free(address, time_ns);
+    } else if (kind == static_cast<int64_t>(EventKind::PoolCreate)) {
+      pools.on_pool_create(address, events.column_int(5));
     } else if (kind == static_cast<int64_t>(EventKind::AllocFailed)) {
       ++totals.failed_allocations;
       AllocFailure failure;
@@ -473,7 +484,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       vmm.apply(static_cast<EventKind>(kind), static_cast<uint64_t>(events.column_int(12)), address, allocation,
                 live_bytes, totals);
     }
-    // Stream, synchronize, pool and address-range events do not change live memory.
+    // Stream, synchronize, other pool and address-range events do not change live memory.
   }
 
   const int64_t start = origin.value_or(0);
@@ -563,6 +574,8 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     failure.stack = stacks.load(failure.stack.id);
   }
   over_time.finish(trace, report, start, options, load_stack, source_key);
+  report.pools = pools.finish(trace, start);
+  if (heaps && set == EventSet::AppLevel) report.heap_fragmentation = heap_fragmentation.finish(heaps->layout, start);
   report.imported = imported.finish(start, load_stack, source_key);
   ranges.finish(report, start, options, load_stack, source_key);
   if (suppressor) report.suppressed = suppressor->results();

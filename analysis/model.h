@@ -332,17 +332,36 @@ struct DeviceFragmentation {
   FragmentationStats at_end;
 };
 
-// One stream-ordered pool's samples from the pool_usage table (schema 3).
+// A pool_usage sample (schema 3) with the pool's exact used bytes at that moment (from the trace's events, when
+// the pool's allocations were recorded; else the sample's own used bytes).
+struct PoolSample {
+  int64_t time_ns = 0;  // relative to the process start
+  uint64_t reserved_bytes = 0;
+  uint64_t used_bytes = 0;
+};
+
+// One stream-ordered pool (pools.h, docs/analysis.md "Stream-ordered pools"). Used bytes are exact: the live
+// requested bytes of the pool's stream-ordered allocations at every moment. Reserved bytes are what the driver
+// said at the pool_usage samples (taken at pool calls, throttled): sampled, never exact.
 struct PoolUsage {
-  int64_t pool = 0;
+  int64_t pool = 0;  // the handle (kGraphMemoryPool for a device's graph memory pool); 0 when no sample named it
   int64_t device = -1;
+  // "created" (a pool of the app's: cudaMallocFromPoolAsync's), "default" (the device's current pool:
+  // cudaMallocAsync's), "graph" (CUDA graphs' memory), "unrecorded" (a FromPool call whose pool the trace lacks).
+  std::string kind = "created";
   uint64_t samples = 0;
-  uint64_t peak_reserved_bytes = 0;
-  uint64_t peak_used_bytes = 0;
-  uint64_t last_reserved_bytes = 0;
-  uint64_t last_used_bytes = 0;
-  uint64_t max_unused_bytes = 0;  // max over samples of reserved - used: the pool's fragmentation
+  uint64_t peak_reserved_bytes = 0;  // over the samples
+  uint64_t peak_used_bytes = 0;      // exact when used_from_events; else over the samples
+  uint64_t last_reserved_bytes = 0;  // at the last sample
+  uint64_t last_used_bytes = 0;      // at the end of the trace when used_from_events; else at the last sample
+  uint64_t max_unused_bytes = 0;     // max over samples of reserved - used: the pool's fragmentation
   int64_t max_unused_time_ns = 0;
+  bool used_from_events = false;  // the pool's allocations were in the trace: used bytes are exact
+  int64_t peak_used_time_ns = 0;  // the first moment the exact peak was reached
+  uint64_t allocations = 0;       // stream-ordered allocations made in the pool
+  uint64_t live_allocations = 0;  // still live at the end of the trace
+  int64_t last_sample_time_ns = 0;
+  std::vector<PoolSample> series;  // reserved and used at the samples, at most kMaxPoolSeries (evenly picked)
 };
 
 // Memory by NVTX range (ranges.h, docs/analysis.md "Memory by NVTX range"). Each allocation belongs to
@@ -515,6 +534,18 @@ struct HeapAtExit {
   bool cached() const { return blocks_recorded && !in_leaks; }
 };
 
+// Fragmentation inside one framework heap on one device (heap_fragmentation.h, docs/analysis.md "Fragmentation
+// inside heaps"): the free bytes in holes between its live blocks and the largest hole, where we see the layout.
+struct HeapFragmentation {
+  int64_t source = 0;     // schema::Source code
+  std::string allocator;  // as HeapAtExit::allocator
+  int64_t device = -1;
+  uint64_t peak_held_bytes = 0;  // the most its blocks held on the device
+  int64_t peak_time_ns = 0;      // the first moment of that peak, relative to the process start
+  HeapSpace at_peak;             // the heap at that moment
+  HeapSpace at_end;              // at the end of the trace
+};
+
 struct Report {
   TraceInfo trace;
   std::vector<DeviceInfo> devices;  // the devices table, by ordinal; empty for traces before v6
@@ -539,7 +570,8 @@ struct Report {
   std::vector<DevicePeak> peaks;  // one per device that held memory, by device
   Growth growth;
   std::vector<DeviceFragmentation> fragmentation;  // one per device with device allocations, by device
-  std::optional<std::vector<PoolUsage>> pools;     // nullopt: the trace has no pool_usage table
+  // Stream-ordered pools (pools.h); nullopt: the trace has neither a pool_usage table nor a pool allocation.
+  std::optional<std::vector<PoolUsage>> pools;
   // A framework allocator's own statistics (allocator_stats.h); nullopt: the trace has no such table.
   std::optional<AllocatorStats> allocator_stats;
   // NVTX ranges (ranges.h) and the filters in effect (filters.h).
@@ -556,6 +588,7 @@ struct Report {
   // peaks' stacks above are at block level (blocks, and CUDA-level memory that backs no heap); totals, peaks'
   // bytes, the timeline and fragmentation stay CUDA-level. One entry per heap allocator seen, by source.
   std::vector<HeapAtExit> heaps;
+  std::vector<HeapFragmentation> heap_fragmentation;  // per heap and device whose blocks were recorded
   // run --verify: the two backends' events matched one to one (verify.h); null for every other trace.
   std::shared_ptr<const CrossCheck> cross_check;
 };

@@ -173,7 +173,6 @@ void OverTimeTracker::finish(const TraceFile& trace, Report& report, int64_t ori
     }
   }
 
-  report.pools = read_pool_usage(trace, relative);
   if (ooms) {
     for (size_t i = 0; i < ooms->size(); ++i) {
       AllocatorOom& oom = (*ooms)[i];

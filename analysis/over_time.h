@@ -1,6 +1,6 @@
 // The analysis over time, internal to analysis/: listens to every change of live bytes during the model's
 // one pass over the events (a LiveObserver) and, once the pass is done, fills the Report's timeline, peaks
-// per device with their stacks, growth, fragmentation, the failures' forensics and the pools.
+// per device with their stacks, growth, fragmentation, the failures' forensics (the pools: pools.h).
 //
 // Linear: during the pass each change is appended to a compact log (timeline.h) and, for device memory,
 // kept in an address-ordered map per device (fragmentation.h, O(log n)); afterwards the log is bucketed

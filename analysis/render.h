@@ -57,10 +57,17 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //           findings[]: device, rate_bytes_per_s, start_time_ns, end_time_ns, start_low_bytes, end_low_bytes,
 //                       projection ({device_total_bytes, seconds_until_full} or null), growing_stack_groups,
 //                       stacks[]: growth_bytes, start_bytes, end_bytes, stack_id, stack_ids, stack_missing, stack[]
-//   fragmentation[]: device, at_peak (fragmentation{} or null), at_end (fragmentation{})
-//   pools: null when the trace has no pool_usage table, else []: pool ("0x..."), device, samples,
-//          peak_reserved_bytes, peak_used_bytes, last_reserved_bytes, last_used_bytes, max_unused_bytes,
-//          max_unused_time_ns
+//   fragmentation[]: device, measures ("address_space_layout": virtual-address gaps between the driver's
+//                    allocations, which do not say whether an allocation fits), at_peak (fragmentation{} or null),
+//                    at_end (fragmentation{})
+//   heap_fragmentation[]: source, allocator, device, peak_held_bytes, peak_time_ns, at_peak, at_end (heap{}:
+//                    segments, reserved_bytes, held_bytes, free_bytes, largest_free_bytes)
+//   pools: null when the trace has neither a pool_usage table nor a pool allocation, else []: pool ("0x..."),
+//          device, samples, peak_reserved_bytes, peak_used_bytes, last_reserved_bytes, last_used_bytes,
+//          max_unused_bytes, max_unused_time_ns, kind ("created", "default", "graph", "unrecorded"),
+//          used_from_events (true: the used bytes are exact), peak_used_time_ns, end_used_bytes (at the end of the
+//          trace), allocations, live_allocations, reserved_sampled (true), last_sample_time_ns,
+//          series[]: time_ns, reserved_bytes (sampled), used_bytes, unused_bytes
 //   allocator_stats: null when the trace has no allocator_stats table, else {samples,
 //          devices[]: device, allocator ("pytorch_caching", ...), allocator_name, samples, samples_by_trigger{},
 //                     peak_in_use_bytes, peak_in_use_time_ns, peak_reserved_bytes, peak_reserved_time_ns,

@@ -254,9 +254,34 @@ Json growth_json(const Growth& growth) {
 Json device_fragmentation_json(const std::vector<DeviceFragmentation>& devices) {
   Json list = Json::array();
   for (const DeviceFragmentation& device : devices) {
+    // Virtual-address gaps between the driver's allocations, not fragmentation that fails an allocation: the
+    // driver maps physical pages anywhere in the address space (heap_fragmentation[] is where that lives).
     list.push_back(Json{{"device", device.device},
+                        {"measures", "address_space_layout"},
                         {"at_peak", fragmentation_json(device.at_peak)},
                         {"at_end", fragmentation_json(device.at_end)}});
+  }
+  return list;
+}
+
+Json heap_space_json(const HeapSpace& space) {
+  return Json{{"segments", space.segments},
+              {"reserved_bytes", space.reserved_bytes},
+              {"held_bytes", space.held_bytes},
+              {"free_bytes", space.free_bytes},
+              {"largest_free_bytes", space.largest_free_bytes}};
+}
+
+Json heap_fragmentation_json(const std::vector<HeapFragmentation>& heaps) {
+  Json list = Json::array();
+  for (const HeapFragmentation& heap : heaps) {
+    list.push_back(Json{{"source", heap.source},
+                        {"allocator", heap.allocator},
+                        {"device", heap.device},
+                        {"peak_held_bytes", heap.peak_held_bytes},
+                        {"peak_time_ns", heap.peak_time_ns},
+                        {"at_peak", heap_space_json(heap.at_peak)},
+                        {"at_end", heap_space_json(heap.at_end)}});
   }
   return list;
 }
@@ -265,6 +290,15 @@ Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
   if (!pools) return Json(nullptr);  // the trace has no pool_usage table
   Json list = Json::array();
   for (const PoolUsage& pool : *pools) {
+    Json series = Json::array();  // reserved (sampled) and used (exact when used_from_events) at the samples
+    for (const PoolSample& sample : pool.series) {
+      series.push_back(Json{{"time_ns", sample.time_ns},
+                            {"reserved_bytes", sample.reserved_bytes},
+                            {"used_bytes", sample.used_bytes},
+                            {"unused_bytes", sample.reserved_bytes > sample.used_bytes
+                                                 ? sample.reserved_bytes - sample.used_bytes
+                                                 : 0}});
+    }
     list.push_back(Json{{"pool", format_pc(static_cast<uint64_t>(pool.pool))},  // a handle: hex like pcs
                         {"device", pool.device},
                         {"samples", pool.samples},
@@ -273,7 +307,16 @@ Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
                         {"last_reserved_bytes", pool.last_reserved_bytes},
                         {"last_used_bytes", pool.last_used_bytes},
                         {"max_unused_bytes", pool.max_unused_bytes},
-                        {"max_unused_time_ns", pool.max_unused_time_ns}});
+                        {"max_unused_time_ns", pool.max_unused_time_ns},
+                        {"kind", pool.kind},
+                        {"used_from_events", pool.used_from_events},
+                        {"peak_used_time_ns", pool.peak_used_time_ns},
+                        {"end_used_bytes", pool.last_used_bytes},  // at the end of the trace when from events
+                        {"allocations", pool.allocations},
+                        {"live_allocations", pool.live_allocations},
+                        {"reserved_sampled", true},
+                        {"last_sample_time_ns", pool.last_sample_time_ns},
+                        {"series", series}});
   }
   return list;
 }
@@ -501,6 +544,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
       {"peak_stacks", peaks_json(report.peaks)},
       {"growth", growth_json(report.growth)},
       {"fragmentation", device_fragmentation_json(report.fragmentation)},
+      {"heap_fragmentation", heap_fragmentation_json(report.heap_fragmentation)},
       {"pools", pools_json(report.pools)},
       {"allocator_stats", allocator_stats_json(report, stack_bytes_list)},
       {"ranges", ranges_json(report.ranges)},

@@ -103,14 +103,15 @@ std::string render_perfetto(const Report& report, const RenderOptions& /*options
                    fmt::format("{} live bytes", schema::to_string(series.memory_kind)), series.buckets);
   }
 
-  // The pools have no samples over time in the Report, only their extremes and last sample: the last
-  // sample is a counter at the end of the run, the moment of most unused memory an instant.
+  // A pool's last reserved sample and its used bytes at the end of the trace (exact when from events) are counters
+  // at the end of the run, the moment of most unused memory an instant.
   if (report.pools) {
     for (const PoolUsage& pool : *report.pools) {
       const std::string name = "pool " + format_pc(static_cast<uint64_t>(pool.pool));
       const int64_t pid = device_pid(pool.device);
       events.counter(pid, name + " reserved bytes (last sample)", report.trace.duration_ns, pool.last_reserved_bytes);
-      events.counter(pid, name + " used bytes (last sample)", report.trace.duration_ns, pool.last_used_bytes);
+      events.counter(pid, name + (pool.used_from_events ? " used bytes (at the end)" : " used bytes (last sample)"),
+                     report.trace.duration_ns, pool.last_used_bytes);
       events.instant(pid, name + ": most reserved but unused", "pool", pool.max_unused_time_ns,
                      Json{{"unused_bytes", pool.max_unused_bytes},
                           {"peak_reserved_bytes", pool.peak_reserved_bytes},

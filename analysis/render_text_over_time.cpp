@@ -1,5 +1,5 @@
 // The text report's sections about memory over time: sparkline and stacks at the peak, growth,
-// fragmentation, failure forensics, pools. docs/analysis.md defines every number shown.
+// failure forensics (fragmentation and pools: render_text_pools.cpp). docs/analysis.md defines every number shown.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -46,16 +46,6 @@ void append_held(std::string& out, const std::vector<StackBytes>& stacks, uint64
     out += fmt::format("{}... {} (--format json has the top {} with full stacks)\n", indent,
                        count_of(total_groups - shown, "more call stack", "more call stacks"), stacks.size());
   }
-}
-
-std::string ratio_line(const FragmentationStats& stats) {
-  if (stats.free_bytes == 0) {
-    return fmt::format("no free gap between {} ({} span)", count_of(stats.allocations, "allocation", "allocations"),
-                       format_bytes(stats.span_bytes));
-  }
-  return fmt::format("{} free in gaps between {} ({} span), largest gap {}: ratio {:.2f}",
-                     format_bytes(stats.free_bytes), count_of(stats.allocations, "allocation", "allocations"),
-                     format_bytes(stats.span_bytes), format_bytes(stats.largest_gap_bytes), stats.ratio);
 }
 
 }  // namespace
@@ -182,22 +172,6 @@ void append_growth(std::string& out, const Report& report, const RenderOptions& 
   }
 }
 
-void append_fragmentation(std::string& out, const Report& report) {
-  if (report.fragmentation.empty()) return;
-  out += "\nFragmentation of device memory (free gaps between live allocations; ratio 1 - largest gap / free)\n";
-  for (const DeviceFragmentation& device : report.fragmentation) {
-    if (device.at_peak) {
-      out += fmt::format("  {} at its peak ({}): {}\n", device_name(device.device),
-                         format_duration(device.at_peak->time_ns), ratio_line(*device.at_peak));
-    }
-    if (device.at_end.allocations > 0) {
-      out += fmt::format("  {} at the end: {}\n", device_name(device.device), ratio_line(device.at_end));
-    } else {
-      out += fmt::format("  {} at the end: no device allocation live\n", device_name(device.device));
-    }
-  }
-}
-
 void append_failure_label(std::string& out, const AllocFailure& failure) {
   if (append_heap_failure_label(out, failure)) return;
   if (failure.label == "fragmentation") {
@@ -210,28 +184,11 @@ void append_failure_label(std::string& out, const AllocFailure& failure) {
 }
 
 void append_failure_forensics(std::string& out, const AllocFailure& failure, const RenderOptions& options) {
-  if (failure.fragmentation && failure.fragmentation->allocations > 0) {
-    out += fmt::format(
-        "    largest free gap between live allocations: {} of {} free between them (a lower bound of the largest "
-        "free block)\n",
-        format_bytes(failure.fragmentation->largest_gap_bytes), format_bytes(failure.fragmentation->free_bytes));
-  }
+  // No address gap here: gaps between the driver's allocations do not say whether a cudaMalloc fits (the
+  // JSON report keeps failure.fragmentation, labelled as address-space layout).
   if (!failure.top_stacks.empty()) {
     out += "    holding the most memory then:\n";
     append_held(out, failure.top_stacks, failure.top_stacks.size(), options, "      ");
-  }
-}
-
-void append_pools(std::string& out, const Report& report) {
-  if (!report.pools || report.pools->empty()) return;
-  out += "\nStream-ordered pools (sampled; unused = reserved - used)\n";
-  for (const PoolUsage& pool : *report.pools) {
-    out += fmt::format(
-        "  pool {} on {}: {}; peak reserved {}, peak used {}; at the end {} reserved, {} used; most unused {} at {}\n",
-        format_pc(static_cast<uint64_t>(pool.pool)), device_name(pool.device),
-        count_of(pool.samples, "sample", "samples"), format_bytes(pool.peak_reserved_bytes),
-        format_bytes(pool.peak_used_bytes), format_bytes(pool.last_reserved_bytes), format_bytes(pool.last_used_bytes),
-        format_bytes(pool.max_unused_bytes), format_duration(pool.max_unused_time_ns));
   }
 }
 

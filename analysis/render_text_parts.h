@@ -44,7 +44,8 @@ void append_tensor_blocks(std::string& out, const Report& report, const RenderOp
 // Under the peak line: the sparkline and, per device, the stacks live at its peak.
 void append_peak_over_time(std::string& out, const Report& report, const RenderOptions& options);
 void append_growth(std::string& out, const Report& report, const RenderOptions& options);
-void append_fragmentation(std::string& out, const Report& report);
+// Fragmentation inside heaps and the stream-ordered pools' used and reserved bytes (render_text_pools.cpp).
+void append_heap_fragmentation(std::string& out, const Report& report);
 void append_pools(std::string& out, const Report& report);
 // After a failure's "device free" line: its OOM label, explained (nothing for errors other than OOM).
 void append_failure_label(std::string& out, const AllocFailure& failure);
@@ -56,7 +57,7 @@ std::string user_line_note(const Stack& stack);
 void append_cached_at_exit(std::string& out, const Report& report);
 std::string no_leaks_verdict(const Report& report);
 bool append_heap_failure_label(std::string& out, const AllocFailure& failure);
-// After a failure's stack: the largest free gap and who held the memory.
+// After a failure's stack: who held the memory.
 void append_failure_forensics(std::string& out, const AllocFailure& failure, const RenderOptions& options);
 
 // A framework allocator's curves beside the CUDA-level one, `columns` marks from 0 to end_ns: per column the most

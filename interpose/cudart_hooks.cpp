@@ -59,11 +59,12 @@ GMT_HOT int16_t current_device() {
 }
 
 GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t result, const void* address, size_t size,
-                               cudaStream_t stream = nullptr) {
+                               cudaStream_t stream = nullptr, cudaMemPool_t pool = nullptr) {
   EventRecord e = make_event(result == cudaSuccess ? EventKind::Alloc : EventKind::AllocFailed, api, memory_kind,
                              stream);
   e.call.size = size;
   e.call.error = static_cast<int32_t>(result);
+  e.call.handle = reinterpret_cast<uint64_t>(pool);  // a FromPool call's pool: its used bytes (analysis/pools.h)
   e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
   if (result == cudaSuccess) {
     e.call.address = reinterpret_cast<uint64_t>(address);
@@ -122,7 +123,7 @@ void record_ipc_close(const void* address) {
 
 // `api` is the id recorded: the _ptsz twins record under the plain call's id, since to the user they are the
 // same call.
-#define GMT_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, params, args) \
+#define GMT_POOL_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, pool_expr, params, args) \
   extern "C" GMT_HOT cudaError_t name params {                                           \
     auto real = GMT_REAL(name);                                                          \
     if (!real) return kNoRuntime;                                                        \
@@ -137,9 +138,11 @@ void record_ipc_close(const void* address) {
     cudaError_t result = real args;                                                      \
     if (scope.active())                                                                  \
       record_allocation(Api::api, memory_kind, result, result == cudaSuccess ? (ptr_expr) : nullptr, \
-                        size_expr, stream_expr);                                         \
+                        size_expr, stream_expr, pool_expr);                              \
     return result;                                                                       \
   }
+#define GMT_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, params, args) \
+  GMT_POOL_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, nullptr, params, args)
 #define GMT_ALLOC_HOOK(name, ...) GMT_ALLOC_HOOK_AS(name, name, __VA_ARGS__)
 
 GMT_ALLOC_HOOK(cudaMalloc, MemoryKind::Device, *devPtr, size, nullptr, (void** devPtr, size_t size), (devPtr, size))
@@ -159,10 +162,12 @@ GMT_ALLOC_HOOK(cudaMallocAsync, MemoryKind::Device, *devPtr, size, stream,
                (void** devPtr, size_t size, cudaStream_t stream), (devPtr, size, stream))
 GMT_ALLOC_HOOK_AS(cudaMallocAsync_ptsz, cudaMallocAsync, MemoryKind::Device, *devPtr, size, stream,
                   (void** devPtr, size_t size, cudaStream_t stream), (devPtr, size, stream))
-GMT_ALLOC_HOOK(cudaMallocFromPoolAsync, MemoryKind::Device, *ptr, size, stream,
-               (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream), (ptr, size, memPool, stream))
-GMT_ALLOC_HOOK_AS(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, MemoryKind::Device, *ptr, size, stream,
-                  (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream), (ptr, size, memPool, stream))
+GMT_POOL_ALLOC_HOOK_AS(cudaMallocFromPoolAsync, cudaMallocFromPoolAsync, MemoryKind::Device, *ptr, size, stream,
+                       memPool, (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+                       (ptr, size, memPool, stream))
+GMT_POOL_ALLOC_HOOK_AS(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, MemoryKind::Device, *ptr, size, stream,
+                       memPool, (void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+                       (ptr, size, memPool, stream))
 
 // ---- frees -------------------------------------------------------------------------------------------------
 

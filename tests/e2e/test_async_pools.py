@@ -26,6 +26,24 @@ class AsyncPoolsTest(TraceDirTestCase):
         default = find_leak(report, "default_pool_leak")
         self.assertEqual((default["bytes"], default["apis"]), (3 << 20, ["cudaMallocAsync"]))
 
+        # Used bytes per pool, exact from the events: the custom pool's loop allocations are freed at once, so its
+        # peak is the two kept allocations (1 + 2 MiB; a thread's loop allocation is at most 64 KiB), also at the end.
+        pools = {p["kind"]: p for p in report["pools"]}
+        self.assertEqual(sorted(pools), ["created", "default"])
+        created = pools["created"]
+        self.assertTrue(created["used_from_events"])
+        self.assertEqual(created["allocations"], 2 * (pairs + 1))
+        self.assertEqual(created["live_allocations"], 2)
+        self.assertEqual((created["peak_used_bytes"], created["end_used_bytes"]), (3 << 20, 3 << 20))
+        self.assertEqual(created["peak_used_time_ns"], pool["last_alloc_ns"])  # reached by the later kept one
+        current = pools["default"]
+        self.assertEqual(current["allocations"], 1)
+        self.assertEqual((current["peak_used_bytes"], current["end_used_bytes"]), (3 << 20, 3 << 20))
+        text = run_cli("report", trace).stdout
+        self.assertIn("\nStream-ordered pools (used: the live requested bytes", text)
+        self.assertIn("    used      peak 3.00 MiB at ", text)
+        self.assertIn("; 3.00 MiB at the end of the trace (2 of %d allocations live)\n" % (2 * (pairs + 1)), text)
+
 
 if __name__ == "__main__":
     unittest.main()

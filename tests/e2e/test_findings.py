@@ -151,7 +151,9 @@ class OomFragmentedTest(FindingsTestCase):
         text = run_cli("report", trace).stdout
         self.assertIn("label: fragmentation", text)
         self.assertIn("label: out of memory", text)
-        self.assertIn("largest free gap between live allocations: 4.00 MiB", text)
+        # An address gap between driver allocations does not say whether a cudaMalloc fits: JSON only.
+        self.assertNotIn("largest free gap", text)
+        self.assertNotIn("Fragmentation of device memory", text)
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ TEST(RenderOverTimeTest, GrowthOverAShortSpanIsToldInBytesWithoutARateOrProjecti
   EXPECT_FALSE(text.find("at this rate") != std::string::npos) << text;
 }
 
-TEST(RenderOverTimeTest, TextShowsSparklineGrowthFragmentationAndLabels) {
+TEST(RenderOverTimeTest, TextShowsSparklineGrowthAndLabelsButNoAddressGaps) {
   TraceBuilder builder;
   Report report = growing_report(builder, 200 * kMs);  // 20 s of growth: a rate per second means something
   const std::string text = render_text(report, RenderOptions{});
@@ -117,10 +117,11 @@ TEST(RenderOverTimeTest, TextShowsSparklineGrowthFragmentationAndLabels) {
   EXPECT_CONTAINS(text, "device 0 grows steadily at ");
   EXPECT_CONTAINS(text, "at this rate device 0 is full in ");
   EXPECT_CONTAINS(text, "at cache_result loop.cu:30");
-  EXPECT_CONTAINS(text, "\nFragmentation of device memory");
-  EXPECT_CONTAINS(text, "device 0 at the end: 99.00 MiB free in gaps between 100 allocations");
+  // Address gaps between driver allocations say nothing of whether a cudaMalloc fits: JSON only.
+  EXPECT_FALSE(text.find("Fragmentation of device memory") != std::string::npos) << text;
+  EXPECT_FALSE(text.find("free in gaps between") != std::string::npos) << text;
   EXPECT_CONTAINS(text, "label: fragmentation");
-  EXPECT_CONTAINS(text, "largest free gap between live allocations: 1.00 MiB");
+  EXPECT_FALSE(text.find("largest free gap") != std::string::npos) << text;
 }
 
 TEST(RenderOverTimeTest, NotAnalyzedGrowthSaysWhy) {
