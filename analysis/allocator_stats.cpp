@@ -100,7 +100,8 @@ std::string cache_explanation(FrameworkAllocator allocator) {
     case FrameworkAllocator::CupyPool:
       return "CuPy's pool of freed blocks, not a leak: cupy.get_default_memory_pool().free_all_blocks() releases it";
     case FrameworkAllocator::JaxXla:
-      return "JAX's preallocated pool, not a leak: XLA_PYTHON_CLIENT_PREALLOCATE=false allocates on demand instead";
+      return "JAX's preallocated pool, not a leak: XLA_PYTHON_CLIENT_ALLOCATOR=platform allocates each buffer on its "
+             "own (per-buffer truth), XLA_PYTHON_CLIENT_PREALLOCATE=false grows the pool on demand instead";
   }
   return "held by the allocator for reuse, not a leak";
 }

@@ -37,7 +37,7 @@ class BreakdownTracker : public LiveObserver {
   void on_live_change(const LiveAllocation& allocation, uint64_t address, bool added, int64_t time_ns) override;
 
   // After the pass: `live` holds what is still live at the end; `suppressed` says which raw stacks'
-  // leaks were suppressed (they do not count as leaked here either).
+  // leaks were suppressed or cached by JAX/XLA's arena (they do not count as leaked here either).
   Breakdown finish(const std::unordered_map<uint64_t, LiveAllocation>& live, const StackLoadFn& load_stack,
                    const std::function<bool(int64_t stack_id)>& suppressed) const;
 

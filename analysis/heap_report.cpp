@@ -116,6 +116,7 @@ void apply_app_level(Report& report, Report app, const HeapPass& heaps) {
     heap.held_bytes = blocks.second;
   }
   for (HeapAtExit& heap : report.heaps) {
+    if (heap.opaque) continue;  // JAX/XLA's arena: the CudaLevel pass counted it already (allocators.h)
     if (report.trace.dropped_events > 0) {
       heap.blocks_recorded = false;
       heap.note = dropped_note(report.trace.dropped_events);

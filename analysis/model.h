@@ -174,7 +174,8 @@ struct Totals {
   // allocations that back no heap; the CUDA-level allocations backing a heap are cached_at_exit instead.
   uint64_t leaked_bytes = 0;
   uint64_t leaked_allocations = 0;
-  uint64_t cached_at_exit_bytes = 0;  // CUDA-level allocations a heap allocator still held at exit: not leaks
+  // CUDA-level allocations a heap allocator (or JAX/XLA's arena, Report::heaps) still held at exit: not leaks.
+  uint64_t cached_at_exit_bytes = 0;
   uint64_t cached_at_exit_allocations = 0;
   uint64_t peak_bytes = 0;       // see Report::peak_by_kind for the definition
   int64_t peak_time_ns = 0;      // relative time the peak was first reached; 0 when peak_bytes is 0
@@ -514,10 +515,14 @@ struct DeviceInfo {
 // "device 0: NVIDIA H200 (GPU-0ff0...)"; "device 0" when the trace does not name it.
 std::string describe_device(const std::vector<DeviceInfo>& devices, int64_t ordinal);
 
+// HeapAtExit::source of JAX/XLA's preallocated arena (allocators.h is_xla_arena): no event of a heap source
+// describes it; its CUDA-level allocations are told by their stacks.
+inline constexpr int64_t kXlaArenaSource = 0;
+
 // One framework heap's allocator at exit (heaps.h, docs/analysis.md "Blocks inside heaps").
 struct HeapAtExit {
-  int64_t source = 0;     // schema::Source code
-  std::string allocator;  // "PyTorch's caching allocator", "an NVTX-memory-API heap"
+  int64_t source = 0;     // schema::Source code, or kXlaArenaSource
+  std::string allocator;  // "PyTorch's caching allocator", "an NVTX-memory-API heap", "JAX/XLA's preallocated arena"
   // The CUDA-level allocations backing its segments, live at exit (the allocator's reservation).
   uint64_t reserved_bytes = 0;
   uint64_t reserved_allocations = 0;
@@ -530,8 +535,11 @@ struct HeapAtExit {
   // memory (no segment was recorded) and stays in the leaks.
   bool blocks_recorded = true;
   bool in_leaks = false;
+  // An arena that records no blocks by design (JAX/XLA's): its reservation is cached, not a leak, and the leak groups
+  // hold none of it, but what the app held inside it is unknown (blocks_recorded is false): no verdict on that.
+  bool opaque = false;
   std::string note;
-  bool cached() const { return blocks_recorded && !in_leaks; }
+  bool cached() const { return (blocks_recorded || opaque) && !in_leaks; }
 };
 
 // Fragmentation inside one framework heap on one device (heap_fragmentation.h, docs/analysis.md "Fragmentation
@@ -601,6 +609,16 @@ inline bool leak_verdict_complete(const Report& report) {
   return true;
 }
 
+// Whether the leak groups listed are what the app held: false when a heap's reservation is among them (in_leaks) or
+// its blocks were lost. An opaque arena (JAX/XLA's) keeps only the "no leaks" verdict from being said: none of it is
+// in the leak groups, so the other leaks stay exact.
+inline bool listed_leaks_exact(const Report& report) {
+  for (const HeapAtExit& heap : report.heaps) {
+    if (!heap.blocks_recorded && !heap.opaque) return false;
+  }
+  return true;
+}
+
 // Whether the trace can support a verdict such as "no leaks" or a passed CI gate: the process's whole run is in
 // it (complete) and no event was lost. Otherwise an allocation it missed may be the leak.
 inline bool supports_verdict(const TraceInfo& trace) {
@@ -610,7 +628,10 @@ inline bool supports_verdict(const TraceInfo& trace) {
 // The sentence for a report without leaked allocations, in every renderer's words (lower case, no period):
 // "recorded no allocations" (nothing to judge; on an incomplete trace "no allocation reached the trace, which is
 // incomplete: no verdict"), "no leaks among the recorded allocations, but the trace is
-// incomplete: no verdict" (supports_verdict is false), else "no leaks: every allocation was freed".
+// incomplete: no verdict" (supports_verdict is false), "no leak among the recorded blocks, but not every block was
+// recorded: no verdict" (leak_verdict_complete is false), "no leaks outside JAX/XLA's preallocated arena; no
+// verdict on JAX's buffers in it" (only an opaque arena's blocks are unknown), else "no leaks: every allocation was
+// freed".
 std::string no_leaks_sentence(const Report& report);
 
 // Reads the whole trace. Throws TraceError when SQLite cannot read it (a damaged file); odd values in a

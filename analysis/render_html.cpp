@@ -141,7 +141,9 @@ std::string header(const Report& report) {
   for (const HeapAtExit& heap : report.heaps) {  // framework heaps (heaps.h): their reservation, apart
     out += meta_row(heap.cached() ? "cached at exit" : "reserved at exit",
                     fmt::format("{} by {}{}", format_bytes_exact(heap.reserved_bytes), heap.allocator,
-                                heap.cached() ? " (not a leak)" : ", blocks not recorded (" + heap.note + ")"));
+                                heap.opaque   ? " (not a leak; no verdict on JAX's buffers in it: " + heap.note + ")"
+                                : heap.cached() ? " (not a leak)"
+                                                : ", blocks not recorded (" + heap.note + ")"));
   }
   if (report.imported.any()) {
     out += meta_row("imported", fmt::format("{} peak from other processes (not counted above), {} IPC handles left open",

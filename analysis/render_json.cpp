@@ -336,7 +336,10 @@ Json heap_space_json(const std::optional<HeapSpace>& space) {
 Json cached_at_exit_json(const Report& report) {
   Json heaps = Json::array();
   for (const HeapAtExit& heap : report.heaps) {
-    heaps.push_back(Json{{"source", std::string(schema::to_string(static_cast<schema::Source>(heap.source)))},
+    const std::string source = heap.source == kXlaArenaSource
+                                   ? std::string("xla_arena")
+                                   : std::string(schema::to_string(static_cast<schema::Source>(heap.source)));
+    heaps.push_back(Json{{"source", source},
                          {"allocator", heap.allocator},
                          {"reserved_bytes", heap.reserved_bytes},
                          {"reserved_allocations", heap.reserved_allocations},
@@ -347,11 +350,13 @@ Json cached_at_exit_json(const Report& report) {
                          {"cached", heap.cached()},
                          {"blocks_recorded", heap.blocks_recorded},
                          {"in_leaks", heap.in_leaks},
+                         {"opaque", heap.opaque},
                          {"note", optional_text(heap.note)}});
   }
   return Json{{"bytes", report.totals.cached_at_exit_bytes},
               {"allocations", report.totals.cached_at_exit_allocations},
               {"verdict_complete", leak_verdict_complete(report)},
+              {"listed_leaks_exact", listed_leaks_exact(report)},
               {"heaps", std::move(heaps)}};
 }
 

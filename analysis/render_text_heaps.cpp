@@ -35,7 +35,11 @@ std::string user_line_note(const Stack& stack) {
 
 void append_cached_at_exit(std::string& out, const Report& report) {
   for (const HeapAtExit& heap : report.heaps) {
-    if (heap.cached()) {
+    if (heap.opaque) {  // JAX/XLA's arena: cached, and the one line on how to see its buffers
+      out += fmt::format("  cached at exit      {} in {} by {} (not a leak; no verdict on JAX's buffers in it: {})\n",
+                         format_bytes_exact(heap.reserved_bytes),
+                         count_of(heap.reserved_allocations, "allocation", "allocations"), heap.allocator, heap.note);
+    } else if (heap.cached()) {
       if (heap.reserved_allocations == 0) continue;
       out += fmt::format("  cached at exit      {} in {} by {} (its reservation, not a leak)\n",
                          format_bytes_exact(heap.reserved_bytes),
@@ -50,7 +54,8 @@ void append_cached_at_exit(std::string& out, const Report& report) {
 }
 
 std::string no_leaks_verdict(const Report& report) {
-  if (!leak_verdict_complete(report)) {
+  // Where only JAX/XLA's arena is unknown, no_leaks_sentence says so and its "cached at exit" line says how to see it.
+  if (!listed_leaks_exact(report)) {
     std::string out = "\nNo leak among what was recorded, but not every block was:\n";
     for (const HeapAtExit& heap : report.heaps) {
       if (heap.blocks_recorded) continue;
@@ -61,7 +66,8 @@ std::string no_leaks_verdict(const Report& report) {
   }
   std::string sentence = no_leaks_sentence(report);  // no verdict from an incomplete trace (model.h)
   sentence[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(sentence[0])));
-  if (supports_verdict(report.trace) && report.totals.allocations > 0 && report.totals.cached_at_exit_bytes > 0) {
+  if (supports_verdict(report.trace) && leak_verdict_complete(report) && report.totals.allocations > 0 &&
+      report.totals.cached_at_exit_bytes > 0) {
     return fmt::format("\nNo leaks: the app freed everything it allocated ({} cached by the allocators above is not a "
                        "leak).\n",
                        format_bytes(report.totals.cached_at_exit_bytes));

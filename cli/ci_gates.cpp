@@ -135,6 +135,9 @@ int check_gates(const analysis::Report& report, const ReportGates& gates) {
     fmt::print(stderr, "gpumemtrace: --fail-on-leak failed: {} leaked, and {} reserved by framework allocators at "
                        "exit whose blocks were not all recorded (what the app held in it is unknown)\n",
                analysis::format_bytes_exact(totals.leaked_bytes), analysis::format_bytes_exact(unknown_bytes));
+    for (const analysis::HeapAtExit& heap : report.heaps) {  // JAX/XLA's arena: how to have its buffers recorded
+      if (heap.opaque) fmt::print(stderr, "gpumemtrace:   {}: {}\n", heap.allocator, heap.note);
+    }
     exit_code = kExitFindings;
   }
   if (gates.fail_on_growth && !report.growth.findings.empty()) {

@@ -3,6 +3,8 @@
 (samples/regressing.cu) with exact bytes and statuses; exit codes 0, 1 and 2."""
 import json
 import os
+import shutil
+import sqlite3
 import unittest
 
 from gmt_e2e import TraceDirTestCase, marker_line, parse_truth, run_cli, sample
@@ -71,6 +73,44 @@ class ReportGatesTest(CiTestCase):
         result = self.report(self.traces["no_leaks"], "--fail-on-leak", "--fail-on-growth")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(result.stderr, "")
+
+    def test_jax_arena_is_cached_and_keeps_the_gate_from_passing(self):
+        # The no-leak sample's trace plus what XLA's BFC allocator leaves at exit: its arena, allocated through
+        # jaxlib's xla_extension.so (tsl::BFCAllocator::Extend) and never freed. Not a leak, but no verdict either.
+        trace = self.path("jax_arena.db")
+        shutil.copyfile(self.traces["no_leaks"], trace)
+        arena = 3 << 30
+        with sqlite3.connect(trace) as db:
+            module = db.execute("INSERT INTO modules(path, base, size) VALUES "
+                                "('/venv/site-packages/jaxlib/xla_extension.so', 0x7e0000000000, 0x1000000)").lastrowid
+            db.execute("INSERT INTO symbols(pc, function, module_id) VALUES (0x7e0000000100, "
+                       "'tsl::BFCAllocator::Extend', ?)", (module,))
+            stack = db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM stacks").fetchone()[0]
+            db.execute("INSERT INTO stacks(id, depth) VALUES (?, 1)", (stack,))
+            db.execute("INSERT INTO stack_frames(stack_id, level, pc) VALUES (?, 0, 0x7e0000000100)", (stack,))
+            # Recorded last (highest id, latest time), like the first cudaMalloc otherwise.
+            db.execute("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, "
+                       "address, size, stack_id, error) SELECT (SELECT MAX(time_ns) FROM events), kind, api, source, "
+                       "memory_kind, thread_id, device, stream, 0x7f7f00000000, ?, ?, 0 FROM events WHERE kind = 1 "
+                       "ORDER BY id LIMIT 1",
+                       (arena, stack))
+        before = json.loads(self.report(self.traces["no_leaks"]).stdout)
+        result = self.report(trace, "--fail-on-leak")
+        self.assertEqual(result.returncode, 1, result.stderr)
+        report = json.loads(result.stdout)
+        self.assertEqual(report["totals"]["leaked_bytes"], before["totals"]["leaked_bytes"])
+        self.assertEqual(report["totals"]["cached_at_exit_bytes"], before["totals"]["cached_at_exit_bytes"] + arena)
+        self.assertEqual(report["leaks"], before["leaks"])
+        self.assertFalse(report["cached_at_exit"]["verdict_complete"])
+        self.assertTrue(report["cached_at_exit"]["listed_leaks_exact"])
+        heap = [h for h in report["cached_at_exit"]["heaps"] if h["source"] == "xla_arena"]
+        self.assertEqual([(h["reserved_bytes"], h["reserved_allocations"], h["cached"]) for h in heap],
+                         [(arena, 1, True)])
+        self.assertIn("whose blocks were not all recorded", result.stderr)
+        self.assertIn("JAX/XLA's preallocated arena: per-buffer truth needs XLA_PYTHON_CLIENT_ALLOCATOR=platform",
+                      result.stderr)
+        text = run_cli("report", trace).stdout
+        self.assertIn("No leaks outside JAX/XLA's preallocated arena; no verdict on JAX's buffers in it.", text)
 
     def test_fail_on_growth(self):
         steady = self.report(self.traces["steady_state"], "--fail-on-growth")

@@ -49,7 +49,34 @@ TEST(AllocatorsTest, NamesEachAllocatorFromItsFrames) {
   EXPECT_EQ(found[2].id, "cupy_pool");
   EXPECT_NE(found[2].advice.find("free_all_blocks()"), std::string::npos);
   EXPECT_EQ(found[3].id, "jax_xla");
-  EXPECT_NE(found[3].advice.find("XLA_PYTHON_CLIENT_PREALLOCATE=false"), std::string::npos);
+  EXPECT_NE(found[3].advice.find("XLA_PYTHON_CLIENT_ALLOCATOR=platform"), std::string::npos);
+}
+
+Frame named(const std::string& module, const std::string& function) {
+  Frame frame = native(module);
+  frame.function = function;
+  return frame;
+}
+
+TEST(AllocatorsTest, XlaArenaIsTheBfcAllocatorsOrUnnamedXla) {
+  const std::string xla = "/venv/site-packages/jaxlib/xla_extension.so";
+  const std::string plugin = "/venv/site-packages/jax_plugins/xla_cuda12/xla_cuda_plugin.so";
+  const Frame cuda = named("/usr/lib/libcuda.so.1", "cuMemAlloc_v2");
+  auto stack = [](std::vector<Frame> frames) {
+    Stack s;
+    s.frames = std::move(frames);
+    return s;
+  };
+  EXPECT_TRUE(is_xla_arena(stack({cuda, named(xla, "se::gpu::CudaExecutor::Allocate"),
+                                  named(xla, "tsl::BFCAllocator::Extend")})));
+  EXPECT_TRUE(is_xla_arena(stack({cuda, native(plugin), python("/venv/site-packages/jax/_src/api.py")})));
+  // Named XLA frames, none of the BFC allocator: XLA_PYTHON_CLIENT_ALLOCATOR=platform's buffer.
+  EXPECT_FALSE(is_xla_arena(stack({cuda, named(plugin, "se::gpu::CudaExecutor::Allocate"), native(plugin)})));
+  // JAX's Python code over another library's allocation, and stacks of no or another allocator.
+  EXPECT_FALSE(is_xla_arena(stack({cuda, native("/opt/lib/libcustom.so"), python("/venv/site-packages/jax/x.py")})));
+  EXPECT_FALSE(is_xla_arena(stack({cuda, native("/site-packages/torch/lib/libc10_cuda.so"), native(xla)})));
+  EXPECT_FALSE(is_xla_arena(stack({native("/app/leaky")})));
+  EXPECT_FALSE(is_xla_arena(stack({})));
 }
 
 TEST(AllocatorsTest, GroupsOfOneAllocatorAddUp) {
