@@ -50,12 +50,15 @@ schema::EventCounters& EventBuffers::counters_locked() {
   return *counters_;
 }
 
-void EventBuffers::discard_locked(ThreadBuffer& buffer) {
+uint32_t EventBuffers::discard_locked(ThreadBuffer& buffer) {
   // Those the consumer took already (`taken` counts in this chunk while no full one is queued) are its to count.
   const uint32_t published = buffer.filling->published.load(std::memory_order_relaxed);
   const uint32_t taken = buffer.full.empty() ? std::min(buffer.taken, published) : 0;
   counters_locked().discarded.fetch_add(published - taken, std::memory_order_relaxed);
   buffer.filling->published.store(0, std::memory_order_relaxed);
+  // The chunk starts over: what the consumer took of it is no offset into its new events.
+  if (buffer.full.empty()) buffer.taken = 0;
+  return published - taken;
 }
 
 void EventBuffers::hand_over_locked(ThreadBuffer& buffer) {

@@ -101,8 +101,15 @@ class EventBuffers {
   // Queues the thread's full chunk for the consumer and gives the thread a fresh one.
   void hand_over_locked(ThreadBuffer& buffer);
   // Drops the thread's published events instead (profiling has stopped, or dropped_events counts them): the
-  // chunk is reused as it is. They are counted as discarded, not as lost at the exit.
-  void discard_locked(ThreadBuffer& buffer);
+  // chunk is reused as it is. They are counted as discarded, not as lost at the exit. Returns how many were
+  // dropped (those the consumer had not taken). Only while no consumer reads the chunk: the caller holds the
+  // write lock, or no consumer reads any more.
+  uint32_t discard_locked(ThreadBuffer& buffer);
+  // Whether a consumer reading a snapshot of at most `max_events` per buffer (snapshot_locked) cannot be reading
+  // the thread's filling chunk: its full chunks alone fill the snapshot. While a consumer reads, they only grow.
+  static bool filling_beyond_snapshot_locked(const ThreadBuffer& buffer, size_t max_events) {
+    return buffer.full.size() * kChunkEvents >= max_events + kChunkEvents;
+  }
 
   // The counts of events produced and committed (schema/event_counters.h): `counters` (run's shared file), set
   // before any thread records; without it, private ones of this object's own.

@@ -60,9 +60,16 @@ GMT_COLD void hand_over_full_chunk(Recorder& r, ThreadBuffer& buffer) {
     return;
   }
   if (t_never_wait && r.buffers.full_chunks_locked() >= kMaxPendingChunksNeverWait) {
-    r.dropped_events += buffer.filling->published.load(std::memory_order_relaxed);
-    r.buffers.discard_locked(buffer);
-    return;
+    // The chunk is reused in place, so no consumer may be reading it: the consumer reads published slots outside
+    // this lock, under write_mutex, until it gives them back. Safe when no consumer is at work (try_lock, never
+    // lock: write_mutex comes before `mutex` in the lock order), or when this thread's queued chunks fill the
+    // snapshot the consumer reads. Otherwise the chunk is queued after all: at most a snapshot's worth of chunks
+    // more for this thread, which the consumer at work is draining.
+    std::unique_lock consumer(r.write_mutex, std::try_to_lock);
+    if (consumer.owns_lock() || EventBuffers::filling_beyond_snapshot_locked(buffer, kEventsPerTransaction)) {
+      r.dropped_events += r.buffers.discard_locked(buffer);
+      return;
+    }
   }
   r.buffers.hand_over_locked(buffer);
   chunk_filled_locked(r, lock);
