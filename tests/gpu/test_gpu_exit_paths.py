@@ -15,9 +15,11 @@ from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 KEPT = 4 << 20  # torch.empty(2**20) in float32
+BURST = 2000
 
 # One kept tensor of 4 MiB, then the ending given on the command line.
-APP = """
+APP = f"""
+BURST = {BURST}
 import os, signal, sys
 import torch
 kept = torch.empty(2**20, device="cuda")  # KEPT
@@ -32,6 +34,20 @@ if how == "nccl":
     torch.cuda.synchronize()
     print("allreduce", float(t[0]), flush=True)
     os._exit(0)  # no destroy_process_group: NCCL's communicator is torn down by the exit
+if how == "nccl_teardown":  # a normal exit: NCCL's communicator and PyTorch's state torn down by the interpreter
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29534", RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("nccl", device_id=torch.device("cuda", 0))
+    t = torch.ones(1 << 20, device="cuda")
+    dist.all_reduce(t)
+    torch.cuda.synchronize()
+    print("allreduce", float(t[0]), flush=True)
+    dist.destroy_process_group()
+    sys.exit(0)
+if how == "abort":  # a burst of tensors right before a fatal signal: the 2 s flush must get them all out
+    burst = [torch.empty(256 + i, dtype=torch.uint8, device="cuda") for i in range(BURST)]
+    print("aborting", flush=True)
+    os.abort()
 if how == "os_exit":
     print("exiting", flush=True)
     os._exit(3)
@@ -77,8 +93,18 @@ class GpuTorchExitPathsTest(TraceDirTestCase):
         gate = run_cli("report", "--fail-on-leak", "-o", os.devnull, trace)
         self.assertEqual(gate.returncode, 1, gate.stderr)  # the kept tensor is a leak, and the trace can say so
         self.figures.append(f"torch exit by {how}: exit code {code}, trace complete, the 4 MiB tensor leaked at its "
-                            f"line, {report['totals']['allocations']} allocations")
+                            f"line, {report['totals']['allocations']} allocations; "
+                            f"{self.after_close(report)}")
         return report, result
+
+    def after_close(self, report):
+        """What reached our hooks after the trace was closed (a library finalized after ours): the figure of
+        docs/reliability.md's "Libraries that use CUDA in their constructors and destructors"."""
+        trace = report["trace"]
+        self.assertIsNotNone(trace["events_after_close"], trace)  # `run` started it: its counters are known
+        self.assertEqual(trace["supports_verdict"], trace["frees_after_close"] == 0 and trace["complete"], trace)
+        return (f"{trace['events_after_close']} events after the trace was closed "
+                f"({trace['frees_after_close']} frees)")
 
     def test_normal_exit(self):
         self.check_complete_exit("normal", 0)
@@ -89,6 +115,35 @@ class GpuTorchExitPathsTest(TraceDirTestCase):
     def test_single_rank_nccl_exit_without_destroying_the_group(self):
         report, result = self.check_complete_exit("nccl", 0)
         self.assertIn("allreduce 1.0", result.stdout)
+
+    def test_nccl_teardown_at_a_normal_exit(self):
+        trace, result = self.run_app("nccl_teardown")
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertIn("allreduce 1.0", result.stdout)
+        report = report_json(trace, "--allow-incomplete")
+        self.assertTrue(report["trace"]["complete"], report["trace"])
+        self.kept_tensor(report)
+        self.figures.append(f"torch + NCCL, destroy_process_group then a normal exit: trace complete; "
+                            f"{self.after_close(report)}")
+
+    def test_abort_right_after_a_burst_keeps_every_event(self):
+        """The fatal-signal flush (at most 2 s, recorder/fatal_signals.cpp) after BURST tensors made just before
+        os.abort(): every event reaches the trace (events_lost_at_exit 0), which is incomplete (no verdict)."""
+        trace, result = self.run_app("abort")
+        self.assertEqual(result.returncode, 128 + 6, result.stderr[-3000:])
+        report = report_json(trace, "--allow-incomplete")
+        self.assertFalse(report["trace"]["complete"])
+        self.assertEqual(report["trace"]["app_exit_signal"], 6)
+        self.assertEqual(report["trace"]["events_lost_at_exit"], 0, report["trace"])
+        self.kept_tensor(report)
+        line = APP.splitlines().index(next(l for l in APP.splitlines() if "burst = [" in l)) + 1
+        burst = [leak for leak in report["leaks"] if (leak["python_line"] or "").endswith(f":{line}")]
+        self.assertEqual(sum(leak["count"] for leak in burst), BURST, [(l["python_line"], l["count"]) for l in
+                                                                       report["leaks"]])
+        self.assertEqual(run_cli("report", "--fail-on-leak", "-o", os.devnull, trace).returncode, 4)
+        self.figures.append(f"torch abort right after {BURST} tensors: exit {result.returncode}, trace incomplete "
+                            f"(no verdict), events lost at exit {report['trace']['events_lost_at_exit']}, all "
+                            f"{BURST} burst tensors in the trace")
 
     def test_sigkill_refuses_a_verdict(self):
         trace, result = self.run_app("sigkill")
