@@ -24,6 +24,8 @@
 #include <unordered_set>
 #include <unordered_map>
 
+#include <fmt/core.h>
+
 namespace gmt::analysis {
 namespace {
 
@@ -246,6 +248,9 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   info.app_exit_status = lenient_meta_int(trace, meta::kAppExitStatus);
   info.app_exit_signal = lenient_meta_int(trace, meta::kAppExitSignal);
   info.events_lost_at_exit = lenient_meta_int(trace, meta::kEventsLostAtExit);
+  info.events_after_close = lenient_meta_int(trace, meta::kEventsAfterClose);
+  info.frees_after_close =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kFreesAfterClose).value_or(0)));
 }
 
 // What makes two stacks the same to a reader: per frame, function, file and line when symbolized, else the
@@ -622,6 +627,15 @@ std::optional<std::string> app_exit_text(const TraceInfo& trace) {
   }
   if (trace.app_exit_status) return "exited with code " + std::to_string(*trace.app_exit_status);
   return std::nullopt;
+}
+
+std::string frees_after_close_text(const TraceInfo& trace) {
+  if (trace.frees_after_close == 0) return {};
+  const uint64_t n = trace.frees_after_close;
+  return fmt::format("{} after the trace was closed at exit (by a library finalized after gpumemtrace's), so up to {} "
+                     "listed as leaked may have been freed",
+                     n == 1 ? "1 free came" : fmt::format("{} frees came", n),
+                     n == 1 ? "1 allocation" : fmt::format("{} allocations", n));
 }
 
 std::string no_leaks_sentence(const Report& report) {

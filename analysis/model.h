@@ -220,6 +220,10 @@ struct TraceInfo {
   std::optional<int64_t> app_exit_signal;
   // v8, the process `run` started: events it recorded that never reached the trace (meta events_lost_at_exit).
   std::optional<int64_t> events_lost_at_exit;
+  // v8, with it: events that came after the trace was closed at exit, and the frees among them (a library
+  // finalized after ours freeing its memory): as many allocations may show as leaked that were freed.
+  std::optional<int64_t> events_after_close;
+  uint64_t frees_after_close = 0;
 };
 
 // "exited with code 5", "killed by signal 9 (Killed)"; nullopt when the trace does not say (older traces, and
@@ -620,10 +624,14 @@ inline bool listed_leaks_exact(const Report& report) {
 }
 
 // Whether the trace can support a verdict such as "no leaks" or a passed CI gate: the process's whole run is in
-// it (complete) and no event was lost. Otherwise an allocation it missed may be the leak.
+// it (complete) and no event was lost. Otherwise an allocation it missed may be the leak (or, for frees that came
+// after the trace was closed, a leak it lists may have been freed).
 inline bool supports_verdict(const TraceInfo& trace) {
-  return trace.complete && trace.dropped_events == 0;
+  return trace.complete && trace.dropped_events == 0 && trace.frees_after_close == 0;
 }
+
+// "3 frees came after the trace was closed (...)": why a complete trace supports no leak verdict; "" when none did.
+std::string frees_after_close_text(const TraceInfo& trace);
 
 // The sentence for a report without leaked allocations, in every renderer's words (lower case, no period):
 // "recorded no allocations" (nothing to judge; on an incomplete trace "no allocation reached the trace, which is

@@ -79,6 +79,8 @@ Json trace_json(const TraceInfo& trace) {
               {"app_exit_status", optional_value(trace.app_exit_status)},
               {"app_exit_signal", optional_value(trace.app_exit_signal)},
               {"events_lost_at_exit", optional_value(trace.events_lost_at_exit)},
+              {"events_after_close", optional_value(trace.events_after_close)},
+              {"frees_after_close", trace.frees_after_close},
               {"supports_verdict", supports_verdict(trace)},
               {"event_count", trace.event_count}};
 }

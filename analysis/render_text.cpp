@@ -89,6 +89,7 @@ void append_header(std::string& out, const TraceInfo& trace) {
         "         what happened then is missing; a block freed during a pause may be shown as live.\n",
         plural(trace.recording_pauses, "time", "times"), format_duration(static_cast<int64_t>(trace.recording_paused_ns)));
   }
+  if (trace.frees_after_close > 0) out += fmt::format("warning: {}.\n", frees_after_close_text(trace));
   if (trace.dropped_events > 0) {
     out += fmt::format("warning: {} lost while recording: the numbers below may be too low.\n",
                        plural(trace.dropped_events, "event was", "events were"));
@@ -233,7 +234,7 @@ void append_findings(std::string& out, const Report& report, const RenderOptions
   const std::vector<Finding> findings = findings_of(report);
   if (findings.empty()) {
     // Never a clean verdict from a trace that may be missing events.
-    if (!report.trace.complete || report.trace.dropped_events > 0) {
+    if (!supports_verdict(report.trace)) {
       out += "\nFindings: none seen, but the trace may be missing events (see the warning above).\n";
     } else if (report.totals.allocations == 0) {
       out += "\nFindings: none: the trace recorded no allocations.\n";

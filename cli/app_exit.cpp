@@ -28,9 +28,9 @@ std::string make_event_counters_file() {
   return sized ? path : std::string();
 }
 
-std::optional<uint64_t> take_events_lost(const std::string& path) {
+std::optional<EventsAtExit> take_events_at_exit(const std::string& path) {
   if (path.empty()) return std::nullopt;
-  std::optional<uint64_t> lost;
+  std::optional<EventsAtExit> lost;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   unlink(path.c_str());
   if (fd < 0) return lost;
@@ -39,12 +39,16 @@ std::optional<uint64_t> take_events_lost(const std::string& path) {
   if (mapped == MAP_FAILED) return lost;
   // The process is gone: nothing writes these any more.
   const auto* counters = static_cast<const schema::EventCounters*>(mapped);
-  if (counters->magic.load(std::memory_order_relaxed) == schema::kEventCountersMagic) lost = counters->pending();
+  if (counters->magic.load(std::memory_order_relaxed) == schema::kEventCountersMagic) {
+    lost = EventsAtExit{counters->pending(), counters->events_after_close.load(std::memory_order_relaxed),
+                        counters->frees_after_close.load(std::memory_order_relaxed)};
+  }
   munmap(mapped, sizeof(schema::EventCounters));
   return lost;
 }
 
-bool record_app_exit(const std::string& trace_path, const LaunchResult& result, std::optional<uint64_t> events_lost) {
+bool record_app_exit(const std::string& trace_path, const LaunchResult& result,
+                     const std::optional<EventsAtExit>& events) {
   sqlite3* db = nullptr;
   // Not TraceFile: a trace the app left damaged is `report`'s to explain; here it only misses this fact.
   if (sqlite3_open_v2(trace_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
@@ -63,7 +67,11 @@ bool record_app_exit(const std::string& trace_path, const LaunchResult& result, 
   std::string other =
       fmt::format("DELETE FROM meta WHERE key = '{}'", signaled ? meta::kAppExitStatus : meta::kAppExitSignal);
   ok = ok && sqlite3_exec(db, other.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK;
-  if (events_lost) ok = ok && schema::set_meta(db, meta::kEventsLostAtExit, std::to_string(*events_lost));
+  if (events) {
+    ok = ok && schema::set_meta(db, meta::kEventsLostAtExit, std::to_string(events->lost));
+    ok = ok && schema::set_meta(db, meta::kEventsAfterClose, std::to_string(events->events_after_close));
+    ok = ok && schema::set_meta(db, meta::kFreesAfterClose, std::to_string(events->frees_after_close));
+  }
   ok = ok && sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK;
   if (!ok) {
     fmt::print(stderr, "gpumemtrace: cannot store the app's exit status in '{}': {}\n", trace_path, sqlite3_errmsg(db));

@@ -20,7 +20,8 @@ const char* const kGateHelp =
     "      any event (or could not compare); exit 2 on a trace not recorded with run --verify\n"
     "  gpumemtrace report trace.db --suppressions known.supp --fail-on-leak\n"
     "  A gate exits 4 instead of judging a trace that is incomplete (the app was killed or crashed, recording\n"
-    "  stopped early) or lost events: what it missed may be the leak. --allow-incomplete judges what it holds.\n"
+    "  stopped early), lost events (what it missed may be the leak) or had frees after it was closed at exit (a\n"
+    "  library finalized after ours: a listed leak may have been freed). --allow-incomplete judges what it holds.\n"
     "      known.supp: lines leak:FUNCTION, leak-module:MODULE, leak-file:FILE (globs with * and ?), # comments\n";
 
 void add_suppression_option(CLI::App& command, std::vector<std::string>& files) {
@@ -90,8 +91,9 @@ static bool refuse_incomplete(const analysis::Report& report, const ReportGates&
   if (!gate || gates.allow_incomplete || analysis::supports_verdict(report.trace)) return false;
   const analysis::TraceInfo& trace = report.trace;
   std::string why = !trace.complete ? fmt::format("it is incomplete ({})", analysis::incomplete_reason(trace))
-                                    : fmt::format("{} event{} lost", trace.dropped_events,
-                                                  trace.dropped_events == 1 ? " was" : "s were");
+                    : trace.dropped_events > 0
+                        ? fmt::format("{} event{} lost", trace.dropped_events, trace.dropped_events == 1 ? " was" : "s were")
+                        : analysis::frees_after_close_text(trace);
   fmt::print(stderr, "gpumemtrace: {}: no verdict on '{}': {}; --allow-incomplete judges the events it holds\n",
              gate_option_given(gates), trace.path, why);
   return true;

@@ -118,6 +118,9 @@ bool print_run_summary(const std::string& path) {
         fmt::print(stderr, "  warning: the trace is incomplete (the process did not exit cleanly)\n");
       }
     }
+    if (report.trace.frees_after_close > 0) {
+      fmt::print(stderr, "  warning: {}\n", analysis::frees_after_close_text(report.trace));
+    }
     print_cross_check_summary(report);
     fmt::print(stderr, "  details: gpumemtrace report {}\n", path);
     return true;

@@ -278,14 +278,14 @@ int run(const RunOptions& options) {
   LaunchResult result = launch_and_wait(spec);
   std::vector<std::string> traces = registry.empty() ? std::vector<std::string>{} : read_registry(registry);
   if (!registry.empty()) unlink(registry.c_str());
-  const std::optional<uint64_t> events_lost = take_events_lost(counters);
+  const std::optional<EventsAtExit> events_at_exit = take_events_at_exit(counters);
   if (!result.started) {
     fmt::print(stderr, "gpumemtrace: {}\n", result.error);
     return result.error_exit_code;
   }
 
   ensure_root_trace(options, backend, result, traces);
-  if (file_exists(result.root_trace_path)) record_app_exit(result.root_trace_path, result, events_lost);
+  if (file_exists(result.root_trace_path)) record_app_exit(result.root_trace_path, result, events_at_exit);
 
   if (!options.quiet) {
     if (result.signal != 0) {

@@ -126,6 +126,16 @@ GMT_COLD void claim_device_description(Recorder& r, ThreadBuffer& buffer, int16_
   }
 }
 
+// An event after the trace was closed at exit (a library finalized after ours freeing its memory): not in the
+// trace, so counted where `run` reads it afterwards (meta frees_after_close). Without `run`'s file, nowhere.
+GMT_COLD void count_event_after_close(Recorder& r, const EventRecord& event) {
+  if (!r.closed.load(std::memory_order_relaxed) || r.after_close_counters == nullptr) return;
+  r.after_close_counters->events_after_close.fetch_add(1, std::memory_order_relaxed);
+  if (event.kind == schema::EventKind::Free) {
+    r.after_close_counters->frees_after_close.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 // Times never go backwards within one order (see record()): the time to store.
 uint64_t keep_order(uint64_t time_ns, uint64_t& last_time_ns) {
   if (time_ns < last_time_ns) return last_time_ns;
@@ -148,7 +158,10 @@ void create_recorder() {
   g_thread_exit_key_made = pthread_key_create(&g_thread_exit_key, on_thread_exit) == 0;
   g_recorder = new Recorder;
   // The process `run` started counts its events where `run` reads them after a SIGKILL (schema/event_counters.h).
-  if (schema::EventCounters* shared = map_shared_event_counters()) g_recorder->buffers.use_counters_locked(shared);
+  if (schema::EventCounters* shared = map_shared_event_counters()) {
+    g_recorder->buffers.use_counters_locked(shared);
+    g_recorder->after_close_counters = shared;
+  }
 }
 
 size_t thread_buffers_in_use() {
@@ -160,7 +173,10 @@ size_t thread_buffers_in_use() {
 GMT_HOT void record(EventRecord& event, bool take_stack) {
   if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();  // a hook before our constructor
   Recorder& r = *g_recorder;
-  if (r.disabled.load(std::memory_order_relaxed)) return;
+  if (r.disabled.load(std::memory_order_relaxed)) {
+    count_event_after_close(r, event);
+    return;
+  }
   ThreadBuffer* buffer = t_buffer;
   if (__builtin_expect(buffer == nullptr, 0)) {
     buffer = register_this_thread(r);

@@ -21,6 +21,7 @@
 #include "unwind/module_map.h"
 #include "recorder/stacks.h"
 #include "recorder/trace_writer.h"
+#include "schema/event_counters.h"
 
 namespace gmt::recorder::detail {
 
@@ -73,6 +74,10 @@ struct Recorder {
   // the hot path without it (an event that passed the check just before is dropped with its chunk). On a cache
   // line of its own, away from what the writer changes all the time.
   alignas(64) std::atomic<bool> disabled{false};
+  // Set with `disabled` when the trace was closed at exit (not when it could not be created or stopped early):
+  // what comes after is counted into `after_close_counters` (schema/event_counters.h), the shared file of `run`.
+  std::atomic<bool> closed{false};
+  schema::EventCounters* after_close_counters = nullptr;
   alignas(64) std::thread writer_thread;
   // Events that arrive late with times of their own (record_late: PyTorch's tensor blocks) keep their own order.
   uint64_t last_late_time_ns = 0;

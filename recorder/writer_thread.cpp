@@ -389,6 +389,7 @@ void finish(bool close) {
   if (!close) return;
   r.writer.close();
   std::lock_guard lock(r.mutex);  // under write_mutex: no consumer reads a buffer after this (hand_over_full_chunk)
+  r.closed.store(true, std::memory_order_relaxed);
   r.disabled = true;
 }
 

@@ -36,6 +36,12 @@ struct EventCounters {
   alignas(64) std::atomic<uint64_t> discarded{0};
   alignas(64) std::atomic<uint64_t> produced_shared{0};  // late events, and threads without a slot
   std::atomic<uint32_t> slots_taken{0};
+  // Events that came after the trace was closed (its library's destructor ran): frees and teardown work of
+  // libraries finalized after ours (a static object's destructor in a library the app linked). Never in the
+  // trace and not in `produced`: `run` stores them as meta events_after_close / frees_after_close. Rare, so an
+  // atomic add on this shared line costs nothing that matters.
+  std::atomic<uint64_t> events_after_close{0};
+  std::atomic<uint64_t> frees_after_close{0};
   EventCounterSlot produced[kEventCounterSlots];  // one per recording thread (a buffer's, reused with it)
 
   // Events produced and not accounted for; 0 while the counts are consistent. Read after the process is gone.

@@ -425,6 +425,11 @@ inline constexpr const char* kAppExitSignal = "app_exit_signal";
 // writer's unfinished transaction when it ended: a SIGKILL, the OOM killer), from the counters it kept in a file
 // of `run`'s (schema/event_counters.h). Absent when they are not known (other processes, traces made without run).
 inline constexpr const char* kEventsLostAtExit = "events_lost_at_exit";
+// v8, with them (absent where events_lost_at_exit is): events that came after the trace was closed at exit, and the
+// frees among them: a library finalized after ours (a static object's destructor in a library the app linked)
+// freeing its memory. Those frees are not in the trace, so as many allocations may show as leaked that were not.
+inline constexpr const char* kEventsAfterClose = "events_after_close";
+inline constexpr const char* kFreesAfterClose = "frees_after_close";
 }  // namespace meta
 
 // The values of meta.backend (one name per Source), written by the library and by the CLI.
