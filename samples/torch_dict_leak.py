@@ -48,14 +48,19 @@ print("weights_bytes", weights.nbytes)
 
 
 def free_space():
-    """PyTorch's own account of its cache: free bytes in its segments and the largest free block."""
-    free, largest = 0, 0
+    """PyTorch's own account of its cache: free bytes in its segments, the largest free block, and the unused tails
+    of allocated blocks (a block handed out whole is larger than the request: PyTorch does not split off a
+    remainder of 1 MiB or less, and rounds requests to 512 B). Its trace tracker reports the requested size only,
+    so in the trace's layout a tail is free space: the trace's free bytes are free + tails."""
+    free, largest, tails = 0, 0, 0
     for segment in torch.cuda.memory_snapshot():
         for block in segment["blocks"]:
             if block["state"] == "inactive":
                 free += block["size"]
                 largest = max(largest, block["size"])
-    return free, largest
+            elif block["state"] == "active_allocated":
+                tails += block["size"] - block["requested_size"]
+    return free, largest, tails
 
 
 if args.oom:
@@ -73,11 +78,12 @@ if args.oom:
         torch.empty(request_bytes, dtype=torch.uint8, device="cuda")  # OOM-REQUEST
         print("oom raised", False)
     except torch.cuda.OutOfMemoryError:
-        free, largest = free_space()
+        free, largest, tails = free_space()
         print("oom raised", True)
         print("oom_request", request_bytes)
         print("oom_cached_free", free)
         print("oom_largest_free", largest)
+        print("oom_block_tails", tails)
     torch.cuda.set_per_process_memory_fraction(1.0)
     del held
 torch.cuda.synchronize()
