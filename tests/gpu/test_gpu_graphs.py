@@ -1,5 +1,6 @@
 """The GPU suite: CUDA graphs built by stream capture run under the profiler exactly as they run alone, in every
-capture mode, with a shared and a static runtime, under each driver-level backend (recorder/capture_safety.h).
+capture mode, with a shared and a static runtime, under each driver-level backend (recorder/capture_safety.h);
+PyTorch's torch.cuda.graph too, with its native allocator and with backend:cudaMallocAsync (samples/torch_graph.py).
 Skips (exit 77) without a GPU.
 
 samples/graph_capture.cu checks its own results on the host (a checksum per launch); samples/capture_probe.cu
@@ -7,13 +8,17 @@ says which of the profiler's driver queries a global-mode capture forbids, and t
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "e2e"))
-from gmt_e2e import TraceDirTestCase, find_leak, marker_line, parse_truth, report_json, run_cli, sample  # noqa: E402
-from test_gpu_samples import SKIP, have_gpu  # noqa: E402
+from gmt_e2e import (CLI, SOURCE, TraceDirTestCase, find_leak, marker_line, parse_truth,  # noqa: E402
+                     report_json, run_cli, sample)
+from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
+
+PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 
 MODES = ("global", "thread_local", "relaxed")
 BACKENDS = ("hooks", "cupti")
@@ -78,6 +83,32 @@ class GpuGraphsTest(TraceDirTestCase):
                 self.assertEqual(leak["stack"][0]["line"], line)
         self.figures.append("graph_capture --keep: the kept 32 MiB is the one leak, at the capture line, under "
                             "hooks and cupti")
+
+    def test_pytorch_graphs_run_as_they_run_alone(self):
+        # torch.cuda.graph in the three capture modes, with the native allocator (the graph's private pool) and with
+        # backend:cudaMallocAsync (the captured allocations are graph memory nodes): the app's output, to the bit,
+        # and its exit code are the same under each backend as alone.
+        if not have_torch_cuda(PYTHON):
+            self.skipTest("no PyTorch with CUDA here")
+        program = [PYTHON, os.path.join(SOURCE, "samples", "torch_graph.py")]
+        for conf in ("", "backend:cudaMallocAsync"):
+            env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=conf)
+            alone = subprocess.run(program, capture_output=True, text=True, timeout=300, env=env)
+            self.assertEqual(alone.returncode, 0, alone.stderr[-3000:])
+            self.assertEqual(alone.stdout.count(" same\n"), 3, alone.stdout)
+            for backend in BACKENDS:
+                with self.subTest(conf=conf, backend=backend):
+                    trace = self.path(f"torch-graph-{len(conf)}-{backend}.db")
+                    profiled = subprocess.run([CLI, "run", "-q", "--backend", backend, "-o", trace, "--", *program],
+                                              capture_output=True, text=True, timeout=300, env=env)
+                    self.assertEqual(profiled.returncode, alone.returncode, profiled.stderr[-3000:])
+                    self.assertEqual(profiled.stdout, alone.stdout)
+                    report = report_json(trace)
+                    self.assertTrue(report["trace"]["complete"])
+                    self.assertEqual(report["trace"]["backend"], backend)
+        self.figures.append("torch.cuda.graph in global, thread-local and relaxed capture, native allocator and "
+                            "backend:cudaMallocAsync, under hooks and cupti: output to the bit and exit code as alone "
+                            f"({alone.stdout.splitlines()[0]})")
 
     @classmethod
     def tearDownClass(cls):
