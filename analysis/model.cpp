@@ -304,6 +304,9 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   OverTimeTracker over_time;  // timeline, growth, fragmentation: sees every change of live bytes
   PoolTracker pools;          // stream-ordered pools' exact used bytes (pools.h)
   HeapFragmentationTracker heap_fragmentation(origin.value_or(0));  // holes inside heaps (AppLevel pass)
+  if (origin) {
+    if (auto end = lenient_meta_int(trace, schema::meta::kEndMonotonicNs)) heap_fragmentation.expect_end(*end);
+  }
   BreakdownTracker breakdown(&over_time);  // by thread, stream and module; passes every change on
   live_bytes.set_observer(&breakdown);
   RangeTracker ranges(trace, options.filters, report.trace.pid);  // NVTX ranges (ranges.h)
