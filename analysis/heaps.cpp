@@ -83,8 +83,8 @@ void HeapLayout::on_block(int64_t source, bool alloc, uint64_t address, uint64_t
   }
 }
 
-HeapSpace HeapLayout::space(int64_t source, int64_t device) const {
-  HeapSpace space;
+void HeapLayout::for_each_run(int64_t source, int64_t device,
+                              const std::function<void(const Run&, BlockIterator, BlockIterator)>& visit) const {
   static const std::map<uint64_t, uint64_t> kNoBlocks;
   auto heap = blocks_.find(source);
   const std::map<uint64_t, uint64_t>& blocks = heap == blocks_.end() ? kNoBlocks : heap->second;
@@ -97,27 +97,40 @@ HeapSpace HeapLayout::space(int64_t source, int64_t device) const {
       ++it;
       continue;
     }
-    const uint64_t run_start = it->first;
-    uint64_t run_end = run_start;
+    Run run;
+    run.start = it->first;
+    run.end = run.start;
     const bool mapped = it->second.mapped;
-    while (it != segments_.end() && it->first == run_end && it->second.source == source &&
-           it->second.device == device && (it->first == run_start || (mapped && it->second.mapped))) {
-      ++space.segments;
-      space.reserved_bytes += it->second.size;
-      run_end = end_of(it->first, it->second.size);
+    while (it != segments_.end() && it->first == run.end && it->second.source == source &&
+           it->second.device == device && (it->first == run.start || (mapped && it->second.mapped))) {
+      ++run.segments;
+      run.end = end_of(it->first, it->second.size);
       ++it;
     }
-    uint64_t cursor = run_start;
-    for (auto block = blocks.lower_bound(run_start); block != blocks.end() && block->first < run_end; ++block) {
-      const uint64_t block_end = std::min(run_end, end_of(block->first, block->second));
-      if (block->first > cursor) space.largest_free_bytes = std::max(space.largest_free_bytes, block->first - cursor);
+    uint64_t cursor = run.start;
+    const BlockIterator first = blocks.lower_bound(run.start);
+    BlockIterator block = first;
+    for (; block != blocks.end() && block->first < run.end; ++block) {
+      const uint64_t block_end = std::min(run.end, end_of(block->first, block->second));
+      if (block->first > cursor) run.largest_free_bytes = std::max(run.largest_free_bytes, block->first - cursor);
       if (block_end > cursor) {
-        space.held_bytes += block_end - std::max(cursor, block->first);
+        run.held_bytes += block_end - std::max(cursor, block->first);
         cursor = block_end;
       }
     }
-    if (run_end > cursor) space.largest_free_bytes = std::max(space.largest_free_bytes, run_end - cursor);
+    if (run.end > cursor) run.largest_free_bytes = std::max(run.largest_free_bytes, run.end - cursor);
+    visit(run, first, block);
   }
+}
+
+HeapSpace HeapLayout::space(int64_t source, int64_t device) const {
+  HeapSpace space;
+  for_each_run(source, device, [&space](const Run& run, BlockIterator, BlockIterator) {
+    space.segments += run.segments;
+    space.reserved_bytes += run.end - run.start;
+    space.held_bytes += run.held_bytes;
+    space.largest_free_bytes = std::max(space.largest_free_bytes, run.largest_free_bytes);
+  });
   space.free_bytes = space.reserved_bytes - std::min(space.reserved_bytes, space.held_bytes);
   return space;
 }

@@ -6,7 +6,9 @@
 // never a leak. Which sources and kinds are heaps is decided here and nowhere else.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -64,6 +66,19 @@ class HeapLayout {
   void on_block(int64_t source, bool alloc, uint64_t address, uint64_t size);
   // The heap of `source` on `device` at this moment: reserved, held by blocks, free, and the largest hole.
   HeapSpace space(int64_t source, int64_t device) const;
+  // One segment of a heap (adjacent mapped parts of an expandable segment joined) and what its live blocks hold.
+  struct Run {
+    uint64_t start = 0;
+    uint64_t end = 0;
+    uint64_t segments = 0;  // the parts joined
+    uint64_t held_bytes = 0;
+    uint64_t largest_free_bytes = 0;
+    uint64_t free_bytes() const { return end - start - std::min(end - start, held_bytes); }
+  };
+  using BlockIterator = std::map<uint64_t, uint64_t>::const_iterator;  // address -> size
+  // Each run of `source` on `device` in address order, with the live blocks starting inside it [first, last).
+  void for_each_run(int64_t source, int64_t device,
+                    const std::function<void(const Run&, BlockIterator first, BlockIterator last)>& visit) const;
   // Live segments of every heap at this moment (at the end of the pass: at exit), by source.
   std::map<int64_t, std::pair<uint64_t, uint64_t>> live_segments() const;  // source -> (count, bytes)
   std::map<int64_t, std::pair<uint64_t, uint64_t>> live_blocks() const;    // source -> (count, bytes)

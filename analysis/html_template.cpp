@@ -397,6 +397,38 @@ inline script: enable JavaScript for this file, or read <code>gpumemtrace report
   if (heapRows.length) {
     append(frag, el('p', { class: 'muted' }, 'Free bytes in holes between live blocks of each heap whose layout the trace shows; ratio = 1 - largest hole / free.'));
     append(frag, table(['heap', '#time', '#reserved', '#held', '#free in holes', '#largest hole', '#ratio'], heapRows));
+    (data.heap_fragmentation || []).forEach(function (h) {
+      var name = h.allocator + ' on ' + deviceName(h.device);
+      // Which live blocks pin the holes (blocks in segments that have free bytes), by call stack.
+      var pinRows = [];
+      [['at its peak', h.pinned_at_peak || []], ['at the end', h.pinned_at_end || []]].forEach(function (m) {
+        m[1].forEach(function (p) {
+          pinRows.push(el('tr', {}, el('td', {}, m[0]), el('td', { class: 'num' }, p.blocks), numCell(p.bytes, bytes(p.bytes)),
+                          el('td', { class: 'num' }, p.segments), numCell(p.free_bytes, bytes(p.free_bytes)), stackCell(p)));
+        });
+      });
+      if (pinRows.length) {
+        append(frag, el('h3', {}, 'Holes pinned by live blocks: ' + name));
+        append(frag, table(['moment', '#blocks', '#held', '#segments', '#free pinned', 'allocated at'], pinRows, { class: 'heap-pins' }));
+      }
+      // The heap over time, at most 12 rows: each row a stretch of buckets, showing the one with the most free in holes.
+      var series = h.over_time || [];
+      if (!series.some(function (b) { return b.free_bytes > 0; })) return;
+      var rows = [], stretches = Math.min(12, series.length);
+      for (var i = 0; i < stretches; ++i) {
+        var from = Math.floor(i * series.length / stretches), to = Math.floor((i + 1) * series.length / stretches), best = series[from];
+        for (var j = from; j < to; ++j) if (series[j].free_bytes > best.free_bytes) best = series[j];
+        rows.push(el('tr', {}, el('td', { class: 'num' }, duration(series[from].time_ns) + ' to ' + duration(series[to - 1].time_ns + h.bucket_ns)),
+                      el('td', { class: 'num' }, duration(best.time_ns)), numCell(best.reserved_bytes, bytes(best.reserved_bytes)),
+                      numCell(best.held_bytes, bytes(best.held_bytes)), numCell(best.free_bytes, bytes(best.free_bytes)),
+                      numCell(best.largest_free_bytes, bytes(best.largest_free_bytes)),
+                      el('td', { class: 'num' }, best.free_bytes ? (1 - best.largest_free_bytes / best.free_bytes).toFixed(2) : '')));
+      }
+      append(frag, el('h3', {}, 'Over time: ' + name));
+      append(frag, el('p', { class: 'muted' }, 'Each row a stretch of the run, and in it the bucket (' + duration(h.bucket_ns) +
+                                               ', the heap at its end) with the most free bytes in holes.'));
+      append(frag, table(['stretch', '#bucket', '#reserved', '#held', '#free in holes', '#largest hole', '#ratio'], rows, { class: 'heap-over-time' }));
+    });
   } else {
     append(frag, el('p', { class: 'muted' }, 'No framework heap whose blocks were recorded.'));
   }

@@ -303,7 +303,10 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   VmmState vmm;
   OverTimeTracker over_time;  // timeline, growth, fragmentation: sees every change of live bytes
   PoolTracker pools;          // stream-ordered pools' exact used bytes (pools.h)
-  HeapFragmentationTracker heap_fragmentation;  // holes inside heaps (AppLevel pass): heap_fragmentation.h
+  HeapFragmentationTracker heap_fragmentation(origin.value_or(0));  // holes inside heaps (AppLevel pass)
+  if (origin) {
+    if (auto end = lenient_meta_int(trace, schema::meta::kEndMonotonicNs)) heap_fragmentation.expect_end(*end);
+  }
   BreakdownTracker breakdown(&over_time);  // by thread, stream and module; passes every change on
   live_bytes.set_observer(&breakdown);
   RangeTracker ranges(trace, options.filters, report.trace.pid);  // NVTX ranges (ranges.h)
@@ -336,7 +339,10 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       options.progress(report.trace.event_count, events_estimated);
     }
     const int64_t time_ns = events.column_int(1);
-    if (!origin) origin = time_ns;  // no recorded start: the first event is time zero
+    if (!origin) {  // no recorded start: the first event is time zero
+      origin = time_ns;
+      heap_fragmentation.set_origin(time_ns);
+    }
     last_event_time = time_ns;
     const int64_t kind = events.column_int(2);
     const uint64_t address = static_cast<uint64_t>(events.column_int(6));
@@ -349,7 +355,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     if (heap_event && (kind == segment_alloc || kind == segment_free)) {  // a heap's segment: not memory itself
       if (backing) backing->on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size));
       if (heaps && set == EventSet::AppLevel) {
-        heap_fragmentation.before_segment(heaps->layout, source);
+        heap_fragmentation.before_segment(heaps->layout, source, events.column_int(5), time_ns);
         heaps->layout.on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size),
                                  events.column_int(5), events.column_int(3) == int64_t(Api::torchSegmentMap));
       }
@@ -373,7 +379,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
         (kind == static_cast<int64_t>(EventKind::Alloc) || kind == static_cast<int64_t>(EventKind::Free))) {
       heap_fragmentation.on_block(heaps->layout, source, events.column_int(5),
                                   kind == static_cast<int64_t>(EventKind::Alloc), address,
-                                  size < 0 ? 0 : static_cast<uint64_t>(size), time_ns);
+                                  size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8), time_ns);
     }
     const bool imported_open = kind == static_cast<int64_t>(EventKind::Alloc) &&
                                memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported;
@@ -584,7 +590,10 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   }
   over_time.finish(trace, report, start, options, load_stack, source_key);
   report.pools = pools.finish(trace, start);
-  if (heaps && set == EventSet::AppLevel) report.heap_fragmentation = heap_fragmentation.finish(heaps->layout, start);
+  if (heaps && set == EventSet::AppLevel) {
+    report.heap_fragmentation =
+        heap_fragmentation.finish(heaps->layout, report.trace.duration_ns, load_stack, source_key);
+  }
   report.imported = imported.finish(start, load_stack, source_key);
   ranges.finish(report, start, options, load_stack, source_key);
   if (suppressor) report.suppressed = suppressor->results();

@@ -546,6 +546,31 @@ struct HeapAtExit {
   bool cached() const { return (blocks_recorded || opaque) && !in_leaks; }
 };
 
+// Live blocks of one call stack (grouped as leaks are) that pin a heap's holes at one moment (heap_fragmentation.h):
+// blocks in a segment that also has free bytes, so that the allocator can neither give the segment back nor join
+// its holes. A segment with no live block pins nothing (the allocator could release it).
+struct HeapPinGroup {
+  Stack stack;                     // the group's lowest-id raw stack
+  std::vector<int64_t> stack_ids;  // every raw stack of the group pinning then, ascending
+  uint64_t blocks = 0;             // its live blocks in segments with free bytes
+  uint64_t bytes = 0;              // what those blocks hold
+  uint64_t segments = 0;           // the segments they sit in (adjacent mapped parts joined, as HeapSpace counts holes)
+  uint64_t free_bytes = 0;         // the free bytes in those segments, each segment once
+};
+
+// A framework heap at the end of one time bucket (HeapFragmentation::over_time): its state after the last change
+// inside the bucket, else as it stood before. The holes' ratio is 1 - largest_free_bytes / free_bytes.
+struct HeapBucket {
+  int64_t time_ns = 0;  // the bucket's start, relative to the process start
+  uint64_t reserved_bytes = 0;
+  uint64_t held_bytes = 0;
+  uint64_t free_bytes = 0;
+  uint64_t largest_free_bytes = 0;
+};
+// At most this many buckets per heap: widths double from kHeapBucketStartNs until the trace fits.
+inline constexpr size_t kMaxHeapBuckets = 1000;
+inline constexpr int64_t kHeapBucketStartNs = 1000;
+
 // Fragmentation inside one framework heap on one device (heap_fragmentation.h, docs/analysis.md "Fragmentation
 // inside heaps"): the free bytes in holes between its live blocks and the largest hole, where we see the layout.
 struct HeapFragmentation {
@@ -556,6 +581,13 @@ struct HeapFragmentation {
   int64_t peak_time_ns = 0;      // the first moment of that peak, relative to the process start
   HeapSpace at_peak;             // the heap at that moment
   HeapSpace at_end;              // at the end of the trace
+  // The live blocks pinning holes at those moments, by call stack: most free bytes pinned first, then most held.
+  std::vector<HeapPinGroup> pinned_at_peak;
+  std::vector<HeapPinGroup> pinned_at_end;
+  // The heap over time: buckets of bucket_ns from the process start to the end of the trace (every heap of a
+  // report has the same width), each the heap's state at the end of the bucket.
+  int64_t bucket_ns = 0;
+  std::vector<HeapBucket> over_time;
 };
 
 struct Report {

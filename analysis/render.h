@@ -61,7 +61,11 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //                    allocations, which do not say whether an allocation fits), at_peak (fragmentation{} or null),
 //                    at_end (fragmentation{})
 //   heap_fragmentation[]: source, allocator, device, peak_held_bytes, peak_time_ns, at_peak, at_end (heap{}:
-//                    segments, reserved_bytes, held_bytes, free_bytes, largest_free_bytes)
+//                    segments, reserved_bytes, held_bytes, free_bytes, largest_free_bytes),
+//                    pinned_at_peak[], pinned_at_end[] (the live blocks in segments with free bytes, by call stack,
+//                    most free_bytes first: blocks, bytes, segments, free_bytes, stack_id, stack_ids, stack_missing,
+//                    stack[], user_frame, stack_view[]), bucket_ns, over_time[] (the heap at the end of each bucket
+//                    from the process start: time_ns, reserved_bytes, held_bytes, free_bytes, largest_free_bytes)
 //   pools: null when the trace has neither a pool_usage table nor a pool allocation, else []: pool ("0x..."),
 //          device, samples, peak_reserved_bytes, peak_used_bytes, last_reserved_bytes, last_used_bytes,
 //          max_unused_bytes, max_unused_time_ns, kind ("created", "default", "graph", "unrecorded"),

@@ -274,16 +274,46 @@ Json heap_space_json(const HeapSpace& space) {
               {"largest_free_bytes", space.largest_free_bytes}};
 }
 
+// The live blocks pinning a heap's holes at one moment, by call stack (HeapPinGroup).
+Json heap_pins_json(const std::vector<HeapPinGroup>& groups) {
+  Json list = Json::array();
+  for (const HeapPinGroup& group : groups) {
+    Json item{{"blocks", group.blocks},
+              {"bytes", group.bytes},
+              {"segments", group.segments},
+              {"free_bytes", group.free_bytes},
+              {"stack_id", group.stack.id},
+              {"stack_ids", group.stack_ids},
+              {"stack_missing", group.stack.missing},
+              {"stack", stack_json(group.stack)}};
+    add_stack_view(item, group.stack);
+    list.push_back(std::move(item));
+  }
+  return list;
+}
+
 Json heap_fragmentation_json(const std::vector<HeapFragmentation>& heaps) {
   Json list = Json::array();
   for (const HeapFragmentation& heap : heaps) {
+    Json over_time = Json::array();
+    for (const HeapBucket& bucket : heap.over_time) {
+      over_time.push_back(Json{{"time_ns", bucket.time_ns},
+                               {"reserved_bytes", bucket.reserved_bytes},
+                               {"held_bytes", bucket.held_bytes},
+                               {"free_bytes", bucket.free_bytes},
+                               {"largest_free_bytes", bucket.largest_free_bytes}});
+    }
     list.push_back(Json{{"source", heap.source},
                         {"allocator", heap.allocator},
                         {"device", heap.device},
                         {"peak_held_bytes", heap.peak_held_bytes},
                         {"peak_time_ns", heap.peak_time_ns},
                         {"at_peak", heap_space_json(heap.at_peak)},
-                        {"at_end", heap_space_json(heap.at_end)}});
+                        {"at_end", heap_space_json(heap.at_end)},
+                        {"pinned_at_peak", heap_pins_json(heap.pinned_at_peak)},
+                        {"pinned_at_end", heap_pins_json(heap.pinned_at_end)},
+                        {"bucket_ns", heap.bucket_ns},
+                        {"over_time", std::move(over_time)}});
   }
   return list;
 }

@@ -273,7 +273,7 @@ std::string render_text(const Report& report, const RenderOptions& options) {
   append_growth(out, report, options);
   append_ranges(out, report, options);
   append_tensor_blocks(out, report, options);
-  append_heap_fragmentation(out, report);  // render_text_pools.cpp
+  append_heap_fragmentation(out, report, options);  // render_text_pools.cpp
   append_failures(out, report, options);
   append_allocator_ooms(out, report, options);
   append_pools(out, report);

@@ -44,8 +44,9 @@ void append_tensor_blocks(std::string& out, const Report& report, const RenderOp
 // Under the peak line: the sparkline and, per device, the stacks live at its peak.
 void append_peak_over_time(std::string& out, const Report& report, const RenderOptions& options);
 void append_growth(std::string& out, const Report& report, const RenderOptions& options);
-// Fragmentation inside heaps and the stream-ordered pools' used and reserved bytes (render_text_pools.cpp).
-void append_heap_fragmentation(std::string& out, const Report& report);
+// Fragmentation inside heaps (with the blocks pinning holes and the heap over time) and the stream-ordered pools' used
+// and reserved bytes (render_text_pools.cpp).
+void append_heap_fragmentation(std::string& out, const Report& report, const RenderOptions& options);
 void append_pools(std::string& out, const Report& report);
 // After a failure's "device free" line: its OOM label, explained (nothing for errors other than OOM).
 void append_failure_label(std::string& out, const AllocFailure& failure);

@@ -118,6 +118,7 @@ class HeapEventsMixin:
         region_line = marker_line("nvtx_heap.cu", "REGION-SITE")
         resize_line = marker_line("nvtx_heap.cu", "RESIZE-SITE")
         heap_line = marker_line("nvtx_heap.cu", "HEAP-SITE")
+        keep_line = marker_line("nvtx_heap.cu", "KEEP-SITE")
         for e in self.heap_events():
             if e.kind in (FREE, SEGMENT_FREE):
                 continue
@@ -128,6 +129,8 @@ class HeapEventsMixin:
                     name, marker = "register_heap", heap_line
                 elif e.size == 6144:
                     name, marker = "resize", resize_line
+                elif e.size == 65536:  # e, the region kept at exit
+                    name, marker = "keep_region", keep_line
                 else:
                     name, marker = "hand_out", region_line
                 self.assertIn(name, function)

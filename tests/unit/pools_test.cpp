@@ -216,5 +216,107 @@ TEST(HeapFragmentationTest, HolesAtThePeakOfHeldBytesAndAtTheEnd) {
   EXPECT_EQ(json["heap_fragmentation"][0]["at_peak"]["free_bytes"], 16 * kMiB);
 }
 
+// Two segments: S1 of 64 MiB holds A, B, C of 16 MiB (A and C from one source line, two raw stacks), S2 of 32 MiB
+// holds D, which fills it. At the peak (D) S1's 16 MiB tail is pinned by A, B and C; S2 is full and pins nothing.
+// B is freed at 2 s and D at 3 s: at the end A and C pin S1's 32 MiB free, and the empty S2 is pinned by nobody.
+TEST(HeapFragmentationTest, LiveBlocksPinHolesAndTheHeapOverTime) {
+  constexpr int64_t kS1 = 0x7f0000000000;
+  constexpr int64_t kS2 = 0x7f1000000000;
+  TraceBuilder builder;
+  builder.meta(schema::meta::kTensorBlocks, "1");
+  const int64_t app = builder.module("/app/train", 0x400000, 0x10000);
+  builder.symbol(0x401000, "load", "train.cpp", 7, app);
+  builder.symbol(0x401008, "load", "train.cpp", 7, app);
+  builder.symbol(0x402000, "keep", "train.cpp", 9, app);
+  const int64_t load_a = builder.stack({0x401000});
+  const int64_t keep = builder.stack({0x402000});
+  const int64_t load_c = builder.stack({0x401008});
+  auto heap_event = [&](int64_t time_ns, EventKind kind, Api api, int64_t address, int64_t size, int64_t stack) {
+    EventRow row;
+    row.time_ns = time_ns;
+    row.kind = kind;
+    row.api = code(api);
+    row.memory_kind = code(kind == EventKind::SegmentAlloc ? MemoryKind::Device : MemoryKind::TensorBlock);
+    row.address = address;
+    row.size = size;
+    row.stack_id = stack;
+    row.source = code(Source::TorchAllocator);
+    builder.event(row);
+  };
+  builder.alloc(10, kS1, 64 * kMiB);
+  builder.alloc(10, kS2, 32 * kMiB);
+  heap_event(11, EventKind::SegmentAlloc, Api::torchSegmentAlloc, kS1, 64 * kMiB, 0);
+  heap_event(12, EventKind::SegmentAlloc, Api::torchSegmentAlloc, kS2, 32 * kMiB, 0);
+  heap_event(20, EventKind::Alloc, Api::torchBlockAlloc, kS1, 16 * kMiB, load_a);
+  heap_event(21, EventKind::Alloc, Api::torchBlockAlloc, kS1 + 16 * kMiB, 16 * kMiB, keep);
+  heap_event(22, EventKind::Alloc, Api::torchBlockAlloc, kS1 + 32 * kMiB, 16 * kMiB, load_c);
+  heap_event(25, EventKind::Alloc, Api::torchBlockAlloc, kS2, 32 * kMiB, keep);
+  heap_event(2'000'000'000, EventKind::Free, Api::torchBlockFree, kS1 + 16 * kMiB, 0, 0);
+  heap_event(3'000'000'000, EventKind::Free, Api::torchBlockFree, kS2, 0, 0);
+  TraceFile trace = builder.open();
+  Report report = analyze_trace(trace);
+  ASSERT_EQ(report.heap_fragmentation.size(), 1u);
+  const HeapFragmentation& heap = report.heap_fragmentation[0];
+  EXPECT_EQ(heap.peak_held_bytes, uint64_t(80 * kMiB));
+  EXPECT_EQ(heap.peak_time_ns, 25);
+  EXPECT_EQ(heap.at_peak.free_bytes, uint64_t(16 * kMiB));
+
+  ASSERT_EQ(heap.pinned_at_peak.size(), 2u);
+  const HeapPinGroup& loads = heap.pinned_at_peak[0];  // same free pinned: more bytes held first
+  EXPECT_EQ(loads.stack.id, load_a);
+  EXPECT_EQ(loads.stack_ids, (std::vector<int64_t>{load_a, load_c}));
+  EXPECT_EQ(loads.blocks, 2u);
+  EXPECT_EQ(loads.bytes, uint64_t(32 * kMiB));
+  EXPECT_EQ(loads.segments, 1u);
+  EXPECT_EQ(loads.free_bytes, uint64_t(16 * kMiB));
+  const HeapPinGroup& keeps = heap.pinned_at_peak[1];  // B only: D's segment is full
+  EXPECT_EQ(keeps.stack.id, keep);
+  EXPECT_EQ(keeps.blocks, 1u);
+  EXPECT_EQ(keeps.bytes, uint64_t(16 * kMiB));
+  EXPECT_EQ(keeps.free_bytes, uint64_t(16 * kMiB));
+
+  ASSERT_EQ(heap.pinned_at_end.size(), 1u);  // the empty S2 is pinned by nobody
+  EXPECT_EQ(heap.pinned_at_end[0].stack_ids, (std::vector<int64_t>{load_a, load_c}));
+  EXPECT_EQ(heap.pinned_at_end[0].blocks, 2u);
+  EXPECT_EQ(heap.pinned_at_end[0].bytes, uint64_t(32 * kMiB));
+  EXPECT_EQ(heap.pinned_at_end[0].free_bytes, uint64_t(32 * kMiB));
+
+  // 5 s in at most 1000 buckets: 1 us doubled to 8.192 ms, 611 buckets. Each the heap at its end.
+  EXPECT_EQ(heap.bucket_ns, 8'192'000);
+  ASSERT_EQ(heap.over_time.size(), 611u);
+  auto expect_bucket = [&](size_t i, int64_t held, int64_t free_bytes, int64_t largest) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(heap.over_time[i].time_ns, int64_t(i) * 8'192'000);
+    EXPECT_EQ(heap.over_time[i].reserved_bytes, uint64_t(96 * kMiB));
+    EXPECT_EQ(heap.over_time[i].held_bytes, uint64_t(held * kMiB));
+    EXPECT_EQ(heap.over_time[i].free_bytes, uint64_t(free_bytes * kMiB));
+    EXPECT_EQ(heap.over_time[i].largest_free_bytes, uint64_t(largest * kMiB));
+  };
+  expect_bucket(0, 80, 16, 16);
+  expect_bucket(243, 80, 16, 16);
+  expect_bucket(244, 64, 32, 16);  // B freed at 2 s
+  expect_bucket(365, 64, 32, 16);
+  expect_bucket(366, 32, 64, 32);  // D freed at 3 s: S2 is one hole
+  expect_bucket(610, 32, 64, 32);
+
+  const std::string text = render_text(report, RenderOptions{});
+  EXPECT_NE(text.find("      holes pinned by live blocks (in segments with free bytes), most free first:\n"
+                      "        32.00 MiB in 2 blocks pin 16.00 MiB free in 1 segment"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" at load train.cpp:7 [train]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    over time (0 to "), std::string::npos) << text;
+  EXPECT_NE(text.find("      free in holes  "), std::string::npos) << text;
+  EXPECT_NE(text.find("  up to 64.00 MiB at 2.99"), std::string::npos) << text;
+  const nlohmann::json json = nlohmann::json::parse(render_json(report, RenderOptions{}));
+  const auto& entry = json["heap_fragmentation"][0];
+  EXPECT_EQ(entry["pinned_at_peak"][1]["free_bytes"], 16 * kMiB);
+  EXPECT_EQ(entry["pinned_at_end"][0]["stack_ids"], (std::vector<int64_t>{load_a, load_c}));
+  EXPECT_EQ(entry["pinned_at_end"][0]["user_frame"], "load train.cpp:7 [train]");
+  EXPECT_EQ(entry["bucket_ns"], 8'192'000);
+  EXPECT_EQ(entry["over_time"].size(), 611u);
+  EXPECT_EQ(entry["over_time"][366]["largest_free_bytes"], 32 * kMiB);
+}
+
 }  // namespace
 }  // namespace gmt::analysis
