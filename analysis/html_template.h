@@ -1,5 +1,8 @@
-// The HTML report's page (html_template.cpp), internal to analysis/: render_html.cpp fills its three
-// placeholders. Kept apart so that the CSS and the script read as one piece.
+// The HTML report's page, internal to analysis/: render_html.cpp fills its three placeholders. The page is
+// analysis/assets/report.html (inline CSS and script, nothing fetched from the network; the script reads the
+// Report's JSON from the #gmt-report-data element and builds every plot and table with createElement and
+// textContent, never innerHTML, so no name from the trace can become markup), embedded at build time
+// (cmake/embed_text.cmake).
 #pragma once
 
 #include <string_view>

@@ -1,5 +1,5 @@
-// The HTML report: the page of html_template.cpp with the Report's JSON embedded, plus a header written
-// here so that the essentials read even without the script.
+// The HTML report: the page of analysis/assets/report.html (html_template.h) with the Report's JSON embedded,
+// plus a header written here so that the essentials read even without the script.
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
