@@ -7,13 +7,13 @@
 #include "analysis/heaps.h"
 #include "analysis/imported.h"
 #include "analysis/live_memory.h"
-#include "analysis/ordered_events.h"
+#include "analysis/read/ordered_events.h"
 #include "analysis/over_time.h"
 #include "analysis/pools.h"
 #include "analysis/ranges.h"
 #include "analysis/suppressions.h"
 #include "analysis/tensor_blocks.h"
-#include "analysis/trace_tables.h"
+#include "analysis/read/trace_tables.h"
 #include "analysis/verify.h"
 
 #include <algorithm>
@@ -275,7 +275,7 @@ std::string source_key(const Stack& stack) {
 }  // namespace
 
 // One pass over the events of one set in time order; `order` says how that order is obtained
-// (analysis/ordered_events.h). In the tensor-block pass, blocks are accounted as device memory (so that live
+// (analysis/read/ordered_events.h). In the tensor-block pass, blocks are accounted as device memory (so that live
 // bytes, peaks, growth and ranges treat them exactly as device memory); tensor_blocks.cpp names them again.
 static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& options, EventOrder order,
                              size_t window, EventSet set, HeapPass* heaps) {
