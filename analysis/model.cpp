@@ -7,7 +7,6 @@
 #include "analysis/heaps.h"
 #include "analysis/imported.h"
 #include "analysis/live_memory.h"
-#include "analysis/read/ordered_events.h"
 #include "analysis/over_time.h"
 #include "analysis/pools.h"
 #include "analysis/ranges.h"
@@ -15,6 +14,7 @@
 #include "analysis/tensor_blocks.h"
 #include "analysis/read/trace_tables.h"
 #include "analysis/verify.h"
+#include "analysis/read/events.h"
 
 #include <algorithm>
 #include <cctype>
@@ -32,16 +32,6 @@ namespace {
 using schema::Api;
 using schema::EventKind;
 using schema::MemoryKind;
-
-// Codes outside the enums (a damaged trace) map to the "unknown"/"none" value instead of an enum value that
-// to_string cannot name.
-Api api_from_code(int64_t code) {
-  return code >= 0 && code <= schema::kMaxApi ? static_cast<Api>(code) : Api::Unknown;
-}
-
-MemoryKind memory_kind_from_code(int64_t code) {
-  return code >= 0 && code <= schema::kMaxMemoryKind ? static_cast<MemoryKind>(code) : MemoryKind::None;
-}
 
 // meta values are text written by the recorder; a malformed number is reported as absent rather than
 // failing the whole report (TraceFile::meta_int would throw).
@@ -286,8 +276,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   const HeapBacking* backed = set == EventSet::AppLevel && heaps ? &heaps->backing : nullptr;
   std::unordered_set<uint64_t> backing_addresses;
   std::unordered_set<uint64_t> backing_handles;
-  auto accounted_kind = [blocks](int64_t code) {
-    MemoryKind kind = memory_kind_from_code(code);
+  auto accounted_kind = [blocks](MemoryKind kind) {
     return blocks && is_block_kind(kind) ? MemoryKind::Device : kind;
   };
   Report report;
@@ -310,40 +299,27 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   EventFilter filter(trace, options.filters, report.trace.pid, &ranges);  // report's filters (filters.h)
 
   // Time order is what matters for live bytes; id breaks ties in recording order (see the schema):
-  // OrderedEvents hands the rows out ordered by (time_ns, id). The LEFT JOIN costs one primary-key lookup per
-  // event and saves a second pass for the failures.
-  // Schema 1 traces have no handle column: read it as 0 there.
-  const char* handle_column = trace.schema_version() >= 2 ? "e.handle" : "0";
-  const bool failures_table = trace.has_table("alloc_failures");  // trace_tables.h: optional
-  const std::string events_sql =
-      std::string("SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
-                  "e.stack_id, e.error, ") +
-      (failures_table ? "f.device_free, f.device_total, " : "NULL, NULL, ") + handle_column +
-      ", e.thread_id, e.stream, e.source FROM events e" +
-      (failures_table ? " LEFT JOIN alloc_failures f ON f.event_id = e.id" : "") + events_of(set) +
-      without_cross_check(trace);  // run --verify: the cross-check's events count nowhere
+  // EventReader hands the rows out ordered by (time_ns, id).
   const int64_t segment_alloc = static_cast<int64_t>(EventKind::SegmentAlloc);
   const int64_t segment_free = static_cast<int64_t>(EventKind::SegmentFree);
   uint64_t events_estimated = 0;
-  if (options.progress) {
-    Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
-    if (highest.step()) events_estimated = static_cast<uint64_t>(std::max<int64_t>(0, highest.column_int(0)));
-  }
-  OrderedEvents events(trace, events_sql, order, window);
+  if (options.progress) events_estimated = highest_event_id(trace);
+  EventReader events(trace, set, order, window);
   while (events.step()) {
+    const EventRow& e = events.row();
     ++report.trace.event_count;
     if (options.progress && report.trace.event_count % 65536 == 0) {
       options.progress(report.trace.event_count, events_estimated);
     }
-    const int64_t time_ns = events.column_int(1);
+    const int64_t time_ns = e.time_ns;
     if (!origin) origin = time_ns;  // no recorded start: the first event is time zero
     last_event_time = time_ns;
-    const int64_t kind = events.column_int(2);
-    const uint64_t address = static_cast<uint64_t>(events.column_int(6));
-    const int64_t size = events.column_int(7);
-    const int64_t thread_id = events.column_int(13);
-    const int64_t event_id = events.column_int(0);
-    const int64_t source = events.column_int(15);
+    const int64_t kind = e.kind;
+    const uint64_t address = e.address;
+    const int64_t size = e.size;
+    const int64_t thread_id = e.thread_id;
+    const int64_t event_id = e.id;
+    const int64_t source = e.source;
     const bool heap_event = is_heap_source(source);
     ranges.advance(time_ns);
     if (heap_event && (kind == segment_alloc || kind == segment_free)) {  // a heap's segment: not memory itself
@@ -351,12 +327,12 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       if (heaps && set == EventSet::AppLevel) {
         heap_fragmentation.before_segment(heaps->layout, source);
         heaps->layout.on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size),
-                                 events.column_int(5), events.column_int(3) == int64_t(Api::torchSegmentMap));
+                                 e.device, e.api == Api::torchSegmentMap);
       }
       continue;
     }
     if (backed && !heap_event) {
-      const uint64_t handle = static_cast<uint64_t>(events.column_int(12));
+      const uint64_t handle = e.handle;
       if (kind == static_cast<int64_t>(EventKind::Alloc) && backed->backing_source(event_id) != 0) {
         backing_addresses.insert(address);
         continue;
@@ -371,20 +347,20 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     }
     if (heaps && set == EventSet::AppLevel && heap_event &&
         (kind == static_cast<int64_t>(EventKind::Alloc) || kind == static_cast<int64_t>(EventKind::Free))) {
-      heap_fragmentation.on_block(heaps->layout, source, events.column_int(5),
+      heap_fragmentation.on_block(heaps->layout, source, e.device,
                                   kind == static_cast<int64_t>(EventKind::Alloc), address,
                                   size < 0 ? 0 : static_cast<uint64_t>(size), time_ns);
     }
     const bool imported_open = kind == static_cast<int64_t>(EventKind::Alloc) &&
-                               memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported;
-    if (filter.active() && !filter.accept(kind, time_ns, thread_id, events.column_int(5), address, size,
-                                          static_cast<uint64_t>(events.column_int(12)), imported_open)) {
+                               e.memory_kind == MemoryKind::IpcImported;
+    if (filter.active() && !filter.accept(kind, time_ns, thread_id, e.device, address, size,
+                                          e.handle, imported_open)) {
       continue;
     }
 
     if (imported_open) {
-      imported.on_open(address, size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(5),
-                       events.column_int(8), api_from_code(events.column_int(3)), time_ns);
+      imported.on_open(address, size < 0 ? 0 : static_cast<uint64_t>(size), e.device,
+                       e.stack_id, e.api, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::Alloc)) {
       if (size < 0 || (address == 0 && size != 0)) {
         ++totals.inconsistencies;
@@ -392,17 +368,17 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       }
       ++totals.allocations;
       totals.allocated_bytes += static_cast<uint64_t>(size);
-      ranges.on_alloc(thread_id, address, static_cast<uint64_t>(size), events.column_int(8),
-                      is_counted(accounted_kind(events.column_int(4))));
-      const uint32_t attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
-                                                      events.column_int(8), static_cast<uint64_t>(size));
+      ranges.on_alloc(thread_id, address, static_cast<uint64_t>(size), e.stack_id,
+                      is_counted(accounted_kind(e.memory_kind)));
+      const uint32_t attribution = breakdown.on_alloc(e.thread_id, e.stream,
+                                                      e.stack_id, static_cast<uint64_t>(size));
       if (address == 0) continue;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
       LiveAllocation allocation{static_cast<uint64_t>(size),
-                                events.column_int(8),
-                                accounted_kind(events.column_int(4)),
-                                events.column_int(5),
+                                e.stack_id,
+                                accounted_kind(e.memory_kind),
+                                e.device,
                                 time_ns,
-                                api_from_code(events.column_int(3)),
+                                e.api,
                                 attribution,
                                 event_id};
       if (!is_counted(allocation.memory_kind)) ++totals.inconsistencies;
@@ -414,14 +390,14 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
         it->second = allocation;
       }
       live_bytes.add(allocation, address, time_ns);
-      pools.on_alloc(allocation.api, static_cast<uint64_t>(events.column_int(12)), allocation.device, address,
+      pools.on_alloc(allocation.api, e.handle, allocation.device, address,
                      allocation.size, time_ns);
       if (backing && !heap_event) backing->on_cuda_alloc(event_id, address, allocation.size);
     } else if (kind == static_cast<int64_t>(EventKind::Free)) {
       if (address == 0) continue;  // cudaFree(0) frees nothing; apps call it to create the context
       // An IPC close: the exporter's memory, never a free of this process's (even when its open was not seen).
       if (imported.on_close(address, time_ns) ||
-          memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported) {
+          e.memory_kind == MemoryKind::IpcImported) {
         continue;
       }
       auto it = live.find(address);
@@ -436,24 +412,24 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       live.erase(it);
       pools.on_free(address, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::PoolCreate)) {
-      pools.on_pool_create(address, events.column_int(5));
+      pools.on_pool_create(address, e.device);
     } else if (kind == static_cast<int64_t>(EventKind::AllocFailed)) {
       ++totals.failed_allocations;
       AllocFailure failure;
-      failure.event_id = events.column_int(0);
+      failure.event_id = e.id;
       failure.time_ns = time_ns;  // made relative below, once the origin is certain
-      failure.api = api_from_code(events.column_int(3));
-      failure.memory_kind = memory_kind_from_code(events.column_int(4));
-      failure.device = events.column_int(5);
+      failure.api = e.api;
+      failure.memory_kind = e.memory_kind;
+      failure.device = e.device;
       if (size < 0) {
         ++totals.inconsistencies;
       } else {
         failure.requested_bytes = static_cast<uint64_t>(size);
       }
-      failure.stack.id = events.column_int(8);
-      failure.error = events.column_int(9);
-      if (!events.column_is_null(10)) failure.device_free = events.column_int(10);
-      if (!events.column_is_null(11)) failure.device_total = events.column_int(11);
+      failure.stack.id = e.stack_id;
+      failure.error = e.error;
+      failure.device_free = e.device_free;
+      failure.device_total = e.device_total;
       if (heap_event) {  // a block the heap could not hand out: its space then says why
         failure.heap_source = source;
         failure.allocator = heap_allocator_name(source);
@@ -462,21 +438,21 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       report.failures.push_back(std::move(failure));
       over_time.on_failure(report.failures.size() - 1, report.failures.back().device, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::VmmImport)) {
-      imported.on_vmm_import(static_cast<uint64_t>(events.column_int(12)), events.column_int(5),
-                             events.column_int(8), api_from_code(events.column_int(3)));
+      imported.on_vmm_import(e.handle, e.device,
+                             e.stack_id, e.api);
     } else if (kind >= static_cast<int64_t>(EventKind::VmmCreate) &&
                kind <= static_cast<int64_t>(EventKind::VmmUnmap)) {
       // Mappings and releases of imported handles are the exporter's memory: ImportedTracker's, not VmmState's.
-      const uint64_t handle = static_cast<uint64_t>(events.column_int(12));
+      const uint64_t handle = e.handle;
       if ((kind == static_cast<int64_t>(EventKind::VmmMap) &&
            imported.on_vmm_map(handle, address, size < 0 ? 0 : static_cast<uint64_t>(size), time_ns)) ||
           (kind == static_cast<int64_t>(EventKind::VmmUnmap) && imported.on_vmm_unmap(address, time_ns)) ||
           (kind == static_cast<int64_t>(EventKind::VmmRelease) && imported.on_vmm_release(handle))) {
         continue;
       }
-      LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8),
-                                MemoryKind::VmmPhysical, events.column_int(5), time_ns,
-                                api_from_code(events.column_int(3)), 0, event_id};
+      LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), e.stack_id,
+                                MemoryKind::VmmPhysical, e.device, time_ns,
+                                e.api, 0, event_id};
       if (backing) {
         if (kind == static_cast<int64_t>(EventKind::VmmCreate)) backing->on_vmm_create(event_id, handle);
         if (kind == static_cast<int64_t>(EventKind::VmmMap)) backing->on_vmm_map(address, allocation.size, handle);
@@ -484,10 +460,10 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       }
       if (size < 0) ++totals.inconsistencies;
       if (kind == static_cast<int64_t>(EventKind::VmmCreate)) {
-        allocation.attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
-                                                    events.column_int(8), allocation.size);
+        allocation.attribution = breakdown.on_alloc(e.thread_id, e.stream,
+                                                    e.stack_id, allocation.size);
       }
-      vmm.apply(static_cast<EventKind>(kind), static_cast<uint64_t>(events.column_int(12)), address, allocation,
+      vmm.apply(static_cast<EventKind>(kind), e.handle, address, allocation,
                 live_bytes, totals);
     }
     // Stream, synchronize, other pool and address-range events do not change live memory.
