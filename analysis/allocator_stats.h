@@ -94,7 +94,7 @@ struct AllocatorStats {
   std::vector<AllocatorOom> ooms;        // in time order
 };
 
-// From the allocator_stats table; nullopt when the trace has none (traces before v6). `relative` turns an
+// From the allocator_stats table (read/allocator_stats.h); nullopt when the trace has none (traces before v6). `relative` turns an
 // absolute time into time since the process start. The OOMs' CUDA-level parts are filled by the caller.
 std::optional<AllocatorStats> read_allocator_stats(const TraceFile& trace,
                                                    const std::function<int64_t(int64_t)>& relative);

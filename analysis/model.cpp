@@ -2,7 +2,6 @@
 
 #include "analysis/allocators.h"
 #include "analysis/breakdown.h"
-#include "analysis/devices.h"
 #include "analysis/heap_fragmentation.h"
 #include "analysis/heaps.h"
 #include "analysis/imported.h"
@@ -12,13 +11,13 @@
 #include "analysis/ranges.h"
 #include "analysis/suppressions.h"
 #include "analysis/tensor_blocks.h"
-#include "analysis/read/trace_tables.h"
 #include "analysis/verify.h"
+#include "analysis/read/devices.h"
 #include "analysis/read/events.h"
+#include "analysis/read/stacks.h"
+#include "analysis/read/trace_info.h"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cstring>
 #include <map>
 #include <unordered_set>
@@ -33,214 +32,14 @@ using schema::Api;
 using schema::EventKind;
 using schema::MemoryKind;
 
-// meta values are text written by the recorder; a malformed number is reported as absent rather than
-// failing the whole report (TraceFile::meta_int would throw).
-std::optional<int64_t> lenient_meta_int(const TraceFile& trace, const char* key) {
-  auto text = trace.meta(key);
-  if (!text) return std::nullopt;
-  int64_t value = 0;
-  const char* end = text->data() + text->size();
-  auto [ptr, ec] = std::from_chars(text->data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
-
 bool is_counted(MemoryKind kind) {
   return std::find(kCountedKinds.begin(), kCountedKinds.end(), kind) != kCountedKinds.end();
 }
-
-bool meta_flag(const TraceFile& trace, const char* key) {
-  return trace.meta(key) == std::optional<std::string>("1");
-}
-
-
-struct ModuleRange {
-  uint64_t base = 0;
-  uint64_t size = 0;
-  std::string path;
-};
-
-// Turns stack ids into frames: stack_frames LEFT JOIN symbols, modules from symbols.module_id or, for pcs
-// without one, from the module whose mapped range holds the pc. Caches, since leaks and failures share
-// stacks.
-class StackLoader {
- public:
-  explicit StackLoader(const TraceFile& trace) {
-    // Without stacks or stack_frames every stack is missing (trace_tables.h says so in the report).
-    if (trace.has_table("stacks") && trace.has_table("stack_frames")) {
-      exists_.emplace(trace, "SELECT 1 FROM stacks WHERE id = ?1");
-      frames_.emplace(trace, frames_sql(trace).c_str());
-    }
-    if (!trace.has_table("modules")) return;
-    Statement modules(trace, "SELECT id, path, base, size FROM modules");
-    while (modules.step()) {
-      ModuleRange range{static_cast<uint64_t>(modules.column_int(2)),
-                        static_cast<uint64_t>(modules.column_int(3)), modules.column_text(1).value_or("")};
-      modules_by_id_[modules.column_int(0)] = range;
-      ranges_.push_back(std::move(range));
-    }
-    std::sort(ranges_.begin(), ranges_.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
-  }
-
-  const Stack& load(int64_t stack_id) {
-    auto cached = cache_.find(stack_id);
-    if (cached != cache_.end()) return cached->second;
-    Stack stack;
-    stack.id = stack_id;
-    if (stack_id != 0) {
-      stack.missing = !exists_;
-      if (exists_) {
-        exists_->reset();
-        exists_->bind(1, stack_id);
-        stack.missing = !exists_->step();
-      }
-      if (!stack.missing) read_frames(stack);
-    }
-    return cache_.emplace(stack_id, std::move(stack)).first->second;
-  }
-
- private:
-  // Python frames (v5) name a python_frames row instead of a pc; older traces have none. A table the trace lacks
-  // (trace_tables.h) reads as NULL columns: symbols give names, python_frames and strings Python frames.
-  static std::string frames_sql(const TraceFile& trace) {
-    const bool symbols = trace.has_table("symbols");
-    const bool python = trace.schema_version() >= 5 && trace.has_table("python_frames");
-    const bool strings = python && trace.has_table("strings");
-    std::string sql = "SELECT f.level, f.pc, ";
-    sql += symbols ? "s.function, s.file, s.line, s.module_id, " : "NULL, NULL, NULL, NULL, ";
-    sql += python ? "f.python_frame_id, " : "0, ";
-    sql += strings ? "pfn.text, pfl.text, " : "NULL, NULL, ";
-    sql += python ? "p.line FROM stack_frames f " : "NULL FROM stack_frames f ";
-    if (symbols) {
-      sql += python ? "LEFT JOIN symbols s ON s.pc = f.pc AND f.python_frame_id = 0 "
-                    : "LEFT JOIN symbols s ON s.pc = f.pc ";
-    }
-    if (python) sql += "LEFT JOIN python_frames p ON p.id = f.python_frame_id ";
-    if (strings) {
-      sql += "LEFT JOIN strings pfn ON pfn.id = p.function_id LEFT JOIN strings pfl ON pfl.id = p.file_id ";
-    }
-    return sql + "WHERE f.stack_id = ?1 ORDER BY f.level";
-  }
-
-  void read_frames(Stack& stack) {
-    Statement& rows = *frames_;  // present whenever a stack is not missing
-    rows.reset();
-    rows.bind(1, stack.id);
-    while (rows.step()) {
-      Frame frame;
-      frame.level = rows.column_int(0);
-      frame.pc = static_cast<uint64_t>(rows.column_int(1));
-      if (rows.column_int(6) != 0) {
-        frame.python = true;
-        frame.module = std::string(kPythonModule);
-        frame.function = non_empty(rows.column_text(7));
-        frame.file = non_empty(rows.column_text(8));
-        if (!rows.column_is_null(9) && rows.column_int(9) > 0) frame.line = rows.column_int(9);
-        stack.frames.push_back(std::move(frame));
-        continue;
-      }
-      // The symbolizer may store "" or line 0 for "unknown"; the report shows both as unknown.
-      frame.function = non_empty(rows.column_text(2));
-      frame.file = non_empty(rows.column_text(3));
-      if (!rows.column_is_null(4) && rows.column_int(4) > 0) frame.line = rows.column_int(4);
-      if (!rows.column_is_null(5)) {
-        auto module = modules_by_id_.find(rows.column_int(5));
-        if (module != modules_by_id_.end()) set_module(frame, module->second);
-      }
-      if (!frame.module) {
-        if (const ModuleRange* range = module_containing(frame.pc)) set_module(frame, *range);
-      }
-      stack.frames.push_back(std::move(frame));
-    }
-    drop_leading_runtime_frames(stack);
-  }
-
-  // A statically linked CUDA runtime lives inside the app's own binary, so the recorder cannot cut its
-  // frames by module as it does for libcudart.so: the innermost frames of a driver-level event are then
-  // cudart's (cudart::cudaApiMalloc, cudaMalloc, ...). The reader wants the app's call site first.
-  static bool is_cuda_runtime_function(const std::string& name) {
-    auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-    if (starts("cudart::") || starts("__cudart") || starts("libcudart")) return true;
-    // Exported runtime and driver entry points: cudaMalloc, cudaMallocAsync_ptsz, cuMemAlloc_v2, ...
-    bool api_name = (starts("cuda") && name.size() > 4 && std::isupper(static_cast<unsigned char>(name[4]))) ||
-                    (starts("cu") && name.size() > 2 && std::isupper(static_cast<unsigned char>(name[2])));
-    return api_name && name.find_first_of(":( ") == std::string::npos;
-  }
-
-  static void drop_leading_runtime_frames(Stack& stack) {
-    size_t first = 0;
-    while (first + 1 < stack.frames.size() && !stack.frames[first].python && stack.frames[first].function &&
-           is_cuda_runtime_function(*stack.frames[first].function)) {
-      ++first;
-    }
-    if (first > 0) stack.frames.erase(stack.frames.begin(), stack.frames.begin() + static_cast<long>(first));
-  }
-
-  static std::optional<std::string> non_empty(std::optional<std::string> text) {
-    if (text && text->empty()) return std::nullopt;
-    return text;
-  }
-
-  static void set_module(Frame& frame, const ModuleRange& range) {
-    frame.module = range.path;
-    frame.module_offset = frame.pc - range.base;  // wraps for a damaged trace, never UB
-  }
-
-  const ModuleRange* module_containing(uint64_t pc) const {
-    // pc is a return address: pc - 1 is inside the call instruction, which is in the module even when the
-    // call is the module's last instruction.
-    uint64_t address = pc == 0 ? 0 : pc - 1;
-    auto after = std::upper_bound(ranges_.begin(), ranges_.end(), address,
-                                  [](uint64_t a, const ModuleRange& m) { return a < m.base; });
-    // Ranges should not overlap, but walk back over all candidates in case a damaged trace has them.
-    while (after != ranges_.begin()) {
-      --after;
-      if (address - after->base < after->size) return &*after;
-    }
-    return nullptr;
-  }
-
-  std::optional<Statement> exists_;
-  std::optional<Statement> frames_;
-  std::unordered_map<int64_t, ModuleRange> modules_by_id_;
-  std::vector<ModuleRange> ranges_;
-  std::unordered_map<int64_t, Stack> cache_;
-};
 
 template <typename T>
 void insert_sorted_unique(std::vector<T>& values, T value) {
   auto at = std::lower_bound(values.begin(), values.end(), value);
   if (at == values.end() || *at != value) values.insert(at, value);
-}
-
-void read_trace_info(const TraceFile& trace, TraceInfo& info) {
-  namespace meta = schema::meta;
-  info.path = trace.path();
-  info.schema_version = trace.schema_version();
-  info.pid = lenient_meta_int(trace, meta::kPid);
-  info.command_line = trace.meta(meta::kCommandLine);
-  info.hostname = trace.meta(meta::kHostname);
-  info.backend = trace.meta(meta::kBackend);
-  info.backend_reason = trace.meta(meta::kBackendReason);
-  info.backend_note = trace.meta(meta::kBackendNote);
-  info.tool_version = trace.meta(meta::kToolVersion);
-  info.complete = meta_flag(trace, meta::kComplete);
-  info.simulated = meta_flag(trace, meta::kSimulated);
-  info.symbolized = meta_flag(trace, meta::kSymbolized);
-  info.stop_reason = trace.meta(meta::kStopReason);
-  info.recording_pauses =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPauses).value_or(0)));
-  info.recording_paused_ns =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPausedNs).value_or(0)));
-  info.dropped_events =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
-  info.missing_tables = missing_table_notes(trace);
-  info.app_exit_status = lenient_meta_int(trace, meta::kAppExitStatus);
-  info.app_exit_signal = lenient_meta_int(trace, meta::kAppExitSignal);
-  info.events_lost_at_exit = lenient_meta_int(trace, meta::kEventsLostAtExit);
-  info.events_after_close = lenient_meta_int(trace, meta::kEventsAfterClose);
-  info.frees_after_close =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kFreesAfterClose).value_or(0)));
 }
 
 // What makes two stacks the same to a reader: per frame, function, file and line when symbolized, else the
