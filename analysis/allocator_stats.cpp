@@ -7,17 +7,13 @@
 
 #include "analysis/format.h"
 #include "analysis/model.h"
+#include "analysis/read/allocator_stats.h"
 
 namespace gmt::analysis {
 namespace {
 
 using schema::FrameworkAllocator;
 using schema::SampleTrigger;
-
-std::optional<uint64_t> optional_bytes(const Statement& s, int column) {
-  if (s.column_is_null(column)) return std::nullopt;
-  return static_cast<uint64_t>(std::max<int64_t>(0, s.column_int(column)));
-}
 
 bool is_torch(FrameworkAllocator allocator) {
   return allocator == FrameworkAllocator::TorchCaching || allocator == FrameworkAllocator::TorchExpandable ||
@@ -108,46 +104,33 @@ std::string cache_explanation(FrameworkAllocator allocator) {
 
 std::optional<AllocatorStats> read_allocator_stats(const TraceFile& trace,
                                                    const std::function<int64_t(int64_t)>& relative) {
-  // The table's existence decides, not the schema version (as for pool_usage).
-  Statement exists(trace, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'allocator_stats'");
-  if (!exists.step()) return std::nullopt;
-  Statement rows(trace,
-                 "SELECT time_ns, device, allocator, trigger, in_use_bytes, reserved_bytes, inactive_split_bytes, "
-                 "alloc_retries, ooms, request_bytes FROM allocator_stats ORDER BY time_ns, rowid");
   AllocatorStats stats;
   std::map<int64_t, AllocatorDevice> devices;
-  while (rows.step()) {
-    const int64_t allocator = rows.column_int(2);
-    const int64_t trigger = rows.column_int(3);
-    // Codes this build does not know (a newer writer, a damaged trace) are skipped rather than misread.
-    if (allocator < 1 || allocator > schema::kMaxFrameworkAllocator || trigger < 1 ||
-        trigger > schema::kMaxSampleTrigger) {
-      continue;
-    }
+  const bool has_table = for_each_allocator_sample(trace, [&](const AllocatorStatsRow& row) {
     AllocatorSample s;
-    s.time_ns = relative(rows.column_int(0));
-    s.trigger = static_cast<SampleTrigger>(trigger);
-    s.in_use_bytes = optional_bytes(rows, 4).value_or(0);
-    s.reserved_bytes = optional_bytes(rows, 5).value_or(0);
-    s.inactive_split_bytes = optional_bytes(rows, 6);
-    s.alloc_retries = optional_bytes(rows, 7);
-    s.ooms = optional_bytes(rows, 8);
-    s.request_bytes = optional_bytes(rows, 9);
-    const int64_t device = rows.column_int(1);
-    AllocatorDevice& d = devices[device];
-    d.device = device;
-    d.allocator = static_cast<FrameworkAllocator>(allocator);
+    s.time_ns = relative(row.time_ns);
+    s.trigger = row.trigger;
+    s.in_use_bytes = row.in_use_bytes.value_or(0);
+    s.reserved_bytes = row.reserved_bytes.value_or(0);
+    s.inactive_split_bytes = row.inactive_split_bytes;
+    s.alloc_retries = row.alloc_retries;
+    s.ooms = row.ooms;
+    s.request_bytes = row.request_bytes;
+    AllocatorDevice& d = devices[row.device];
+    d.device = row.device;
+    d.allocator = row.allocator;
     add_sample(d, s);
     ++stats.samples;
     if (s.trigger == SampleTrigger::Oom && is_torch(d.allocator)) {
       AllocatorOom oom;
       oom.time_ns = s.time_ns;
-      oom.device = device;
+      oom.device = row.device;
       oom.allocator = d.allocator;
       oom.sample = s;
       stats.ooms.push_back(std::move(oom));
     }
-  }
+  });
+  if (!has_table) return std::nullopt;
   for (auto& [device, d] : devices) {
     conclude(d);
     stats.devices.push_back(std::move(d));

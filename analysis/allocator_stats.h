@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::analysis {
@@ -94,7 +94,7 @@ struct AllocatorStats {
   std::vector<AllocatorOom> ooms;        // in time order
 };
 
-// From the allocator_stats table; nullopt when the trace has none (traces before v6). `relative` turns an
+// From the allocator_stats table (read/allocator_stats.h); nullopt when the trace has none (traces before v6). `relative` turns an
 // absolute time into time since the process start. The OOMs' CUDA-level parts are filled by the caller.
 std::optional<AllocatorStats> read_allocator_stats(const TraceFile& trace,
                                                    const std::function<int64_t(int64_t)>& relative);

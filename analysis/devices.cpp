@@ -1,26 +1,10 @@
-#include "analysis/devices.h"
-
 #include <algorithm>
+
+#include "analysis/model.h"
 
 namespace gmt::analysis {
 
-std::vector<DeviceInfo> read_devices(const TraceFile& trace) {
-  std::vector<DeviceInfo> devices;
-  Statement exists(trace, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'devices'");
-  if (!exists.step()) return devices;
-  Statement rows(trace, "SELECT ordinal, name, uuid, total_bytes, pci_bus_id FROM devices ORDER BY ordinal");
-  while (rows.step()) {
-    DeviceInfo device;
-    device.ordinal = rows.column_int(0);
-    device.name = rows.column_text(1);
-    device.uuid = rows.column_text(2);
-    if (!rows.column_is_null(3)) device.total_bytes = rows.column_int(3);
-    device.pci_bus_id = rows.column_text(4);
-    devices.push_back(std::move(device));
-  }
-  return devices;
-}
-
+// The devices themselves are read by read/devices.h.
 std::string describe_device(const std::vector<DeviceInfo>& devices, int64_t ordinal) {
   std::string text = "device " + std::to_string(ordinal);
   auto it = std::find_if(devices.begin(), devices.end(), [ordinal](const DeviceInfo& d) { return d.ordinal == ordinal; });

@@ -4,6 +4,7 @@
 
 #include "analysis/format.h"
 #include "analysis/ranges.h"
+#include "analysis/read/events.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::analysis {
@@ -35,8 +36,7 @@ std::string describe_filters(const EventFilters& filters) {
 
 int64_t trace_origin(const TraceFile& trace) {
   if (auto start = trace.meta_int(schema::meta::kStartMonotonicNs)) return *start;
-  Statement first(trace, "SELECT MIN(time_ns) FROM events");
-  return first.step() && !first.column_is_null(0) ? first.column_int(0) : 0;
+  return first_event_time(trace).value_or(0);
 }
 
 EventFilter::EventFilter(const TraceFile& trace, const EventFilters& filters, std::optional<int64_t> trace_pid,

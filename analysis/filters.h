@@ -15,7 +15,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
 

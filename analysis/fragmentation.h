@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "analysis/model.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
 

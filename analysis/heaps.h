@@ -15,7 +15,7 @@
 #include <unordered_set>
 
 #include "analysis/model.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::analysis {

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "analysis/format.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
 namespace {

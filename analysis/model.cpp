@@ -2,23 +2,22 @@
 
 #include "analysis/allocators.h"
 #include "analysis/breakdown.h"
-#include "analysis/devices.h"
 #include "analysis/heap_fragmentation.h"
 #include "analysis/heaps.h"
 #include "analysis/imported.h"
 #include "analysis/live_memory.h"
-#include "analysis/ordered_events.h"
 #include "analysis/over_time.h"
 #include "analysis/pools.h"
 #include "analysis/ranges.h"
 #include "analysis/suppressions.h"
 #include "analysis/tensor_blocks.h"
-#include "analysis/trace_tables.h"
 #include "analysis/verify.h"
+#include "analysis/read/devices.h"
+#include "analysis/read/events.h"
+#include "analysis/read/stacks.h"
+#include "analysis/read/trace_info.h"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cstring>
 #include <map>
 #include <unordered_set>
@@ -33,224 +32,14 @@ using schema::Api;
 using schema::EventKind;
 using schema::MemoryKind;
 
-// Codes outside the enums (a damaged trace) map to the "unknown"/"none" value instead of an enum value that
-// to_string cannot name.
-Api api_from_code(int64_t code) {
-  return code >= 0 && code <= schema::kMaxApi ? static_cast<Api>(code) : Api::Unknown;
-}
-
-MemoryKind memory_kind_from_code(int64_t code) {
-  return code >= 0 && code <= schema::kMaxMemoryKind ? static_cast<MemoryKind>(code) : MemoryKind::None;
-}
-
-// meta values are text written by the recorder; a malformed number is reported as absent rather than
-// failing the whole report (TraceFile::meta_int would throw).
-std::optional<int64_t> lenient_meta_int(const TraceFile& trace, const char* key) {
-  auto text = trace.meta(key);
-  if (!text) return std::nullopt;
-  int64_t value = 0;
-  const char* end = text->data() + text->size();
-  auto [ptr, ec] = std::from_chars(text->data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
-
 bool is_counted(MemoryKind kind) {
   return std::find(kCountedKinds.begin(), kCountedKinds.end(), kind) != kCountedKinds.end();
 }
-
-bool meta_flag(const TraceFile& trace, const char* key) {
-  return trace.meta(key) == std::optional<std::string>("1");
-}
-
-
-struct ModuleRange {
-  uint64_t base = 0;
-  uint64_t size = 0;
-  std::string path;
-};
-
-// Turns stack ids into frames: stack_frames LEFT JOIN symbols, modules from symbols.module_id or, for pcs
-// without one, from the module whose mapped range holds the pc. Caches, since leaks and failures share
-// stacks.
-class StackLoader {
- public:
-  explicit StackLoader(const TraceFile& trace) {
-    // Without stacks or stack_frames every stack is missing (trace_tables.h says so in the report).
-    if (trace.has_table("stacks") && trace.has_table("stack_frames")) {
-      exists_.emplace(trace, "SELECT 1 FROM stacks WHERE id = ?1");
-      frames_.emplace(trace, frames_sql(trace).c_str());
-    }
-    if (!trace.has_table("modules")) return;
-    Statement modules(trace, "SELECT id, path, base, size FROM modules");
-    while (modules.step()) {
-      ModuleRange range{static_cast<uint64_t>(modules.column_int(2)),
-                        static_cast<uint64_t>(modules.column_int(3)), modules.column_text(1).value_or("")};
-      modules_by_id_[modules.column_int(0)] = range;
-      ranges_.push_back(std::move(range));
-    }
-    std::sort(ranges_.begin(), ranges_.end(), [](const auto& a, const auto& b) { return a.base < b.base; });
-  }
-
-  const Stack& load(int64_t stack_id) {
-    auto cached = cache_.find(stack_id);
-    if (cached != cache_.end()) return cached->second;
-    Stack stack;
-    stack.id = stack_id;
-    if (stack_id != 0) {
-      stack.missing = !exists_;
-      if (exists_) {
-        exists_->reset();
-        exists_->bind(1, stack_id);
-        stack.missing = !exists_->step();
-      }
-      if (!stack.missing) read_frames(stack);
-    }
-    return cache_.emplace(stack_id, std::move(stack)).first->second;
-  }
-
- private:
-  // Python frames (v5) name a python_frames row instead of a pc; older traces have none. A table the trace lacks
-  // (trace_tables.h) reads as NULL columns: symbols give names, python_frames and strings Python frames.
-  static std::string frames_sql(const TraceFile& trace) {
-    const bool symbols = trace.has_table("symbols");
-    const bool python = trace.schema_version() >= 5 && trace.has_table("python_frames");
-    const bool strings = python && trace.has_table("strings");
-    std::string sql = "SELECT f.level, f.pc, ";
-    sql += symbols ? "s.function, s.file, s.line, s.module_id, " : "NULL, NULL, NULL, NULL, ";
-    sql += python ? "f.python_frame_id, " : "0, ";
-    sql += strings ? "pfn.text, pfl.text, " : "NULL, NULL, ";
-    sql += python ? "p.line FROM stack_frames f " : "NULL FROM stack_frames f ";
-    if (symbols) {
-      sql += python ? "LEFT JOIN symbols s ON s.pc = f.pc AND f.python_frame_id = 0 "
-                    : "LEFT JOIN symbols s ON s.pc = f.pc ";
-    }
-    if (python) sql += "LEFT JOIN python_frames p ON p.id = f.python_frame_id ";
-    if (strings) {
-      sql += "LEFT JOIN strings pfn ON pfn.id = p.function_id LEFT JOIN strings pfl ON pfl.id = p.file_id ";
-    }
-    return sql + "WHERE f.stack_id = ?1 ORDER BY f.level";
-  }
-
-  void read_frames(Stack& stack) {
-    Statement& rows = *frames_;  // present whenever a stack is not missing
-    rows.reset();
-    rows.bind(1, stack.id);
-    while (rows.step()) {
-      Frame frame;
-      frame.level = rows.column_int(0);
-      frame.pc = static_cast<uint64_t>(rows.column_int(1));
-      if (rows.column_int(6) != 0) {
-        frame.python = true;
-        frame.module = std::string(kPythonModule);
-        frame.function = non_empty(rows.column_text(7));
-        frame.file = non_empty(rows.column_text(8));
-        if (!rows.column_is_null(9) && rows.column_int(9) > 0) frame.line = rows.column_int(9);
-        stack.frames.push_back(std::move(frame));
-        continue;
-      }
-      // The symbolizer may store "" or line 0 for "unknown"; the report shows both as unknown.
-      frame.function = non_empty(rows.column_text(2));
-      frame.file = non_empty(rows.column_text(3));
-      if (!rows.column_is_null(4) && rows.column_int(4) > 0) frame.line = rows.column_int(4);
-      if (!rows.column_is_null(5)) {
-        auto module = modules_by_id_.find(rows.column_int(5));
-        if (module != modules_by_id_.end()) set_module(frame, module->second);
-      }
-      if (!frame.module) {
-        if (const ModuleRange* range = module_containing(frame.pc)) set_module(frame, *range);
-      }
-      stack.frames.push_back(std::move(frame));
-    }
-    drop_leading_runtime_frames(stack);
-  }
-
-  // A statically linked CUDA runtime lives inside the app's own binary, so the recorder cannot cut its
-  // frames by module as it does for libcudart.so: the innermost frames of a driver-level event are then
-  // cudart's (cudart::cudaApiMalloc, cudaMalloc, ...). The reader wants the app's call site first.
-  static bool is_cuda_runtime_function(const std::string& name) {
-    auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-    if (starts("cudart::") || starts("__cudart") || starts("libcudart")) return true;
-    // Exported runtime and driver entry points: cudaMalloc, cudaMallocAsync_ptsz, cuMemAlloc_v2, ...
-    bool api_name = (starts("cuda") && name.size() > 4 && std::isupper(static_cast<unsigned char>(name[4]))) ||
-                    (starts("cu") && name.size() > 2 && std::isupper(static_cast<unsigned char>(name[2])));
-    return api_name && name.find_first_of(":( ") == std::string::npos;
-  }
-
-  static void drop_leading_runtime_frames(Stack& stack) {
-    size_t first = 0;
-    while (first + 1 < stack.frames.size() && !stack.frames[first].python && stack.frames[first].function &&
-           is_cuda_runtime_function(*stack.frames[first].function)) {
-      ++first;
-    }
-    if (first > 0) stack.frames.erase(stack.frames.begin(), stack.frames.begin() + static_cast<long>(first));
-  }
-
-  static std::optional<std::string> non_empty(std::optional<std::string> text) {
-    if (text && text->empty()) return std::nullopt;
-    return text;
-  }
-
-  static void set_module(Frame& frame, const ModuleRange& range) {
-    frame.module = range.path;
-    frame.module_offset = frame.pc - range.base;  // wraps for a damaged trace, never UB
-  }
-
-  const ModuleRange* module_containing(uint64_t pc) const {
-    // pc is a return address: pc - 1 is inside the call instruction, which is in the module even when the
-    // call is the module's last instruction.
-    uint64_t address = pc == 0 ? 0 : pc - 1;
-    auto after = std::upper_bound(ranges_.begin(), ranges_.end(), address,
-                                  [](uint64_t a, const ModuleRange& m) { return a < m.base; });
-    // Ranges should not overlap, but walk back over all candidates in case a damaged trace has them.
-    while (after != ranges_.begin()) {
-      --after;
-      if (address - after->base < after->size) return &*after;
-    }
-    return nullptr;
-  }
-
-  std::optional<Statement> exists_;
-  std::optional<Statement> frames_;
-  std::unordered_map<int64_t, ModuleRange> modules_by_id_;
-  std::vector<ModuleRange> ranges_;
-  std::unordered_map<int64_t, Stack> cache_;
-};
 
 template <typename T>
 void insert_sorted_unique(std::vector<T>& values, T value) {
   auto at = std::lower_bound(values.begin(), values.end(), value);
   if (at == values.end() || *at != value) values.insert(at, value);
-}
-
-void read_trace_info(const TraceFile& trace, TraceInfo& info) {
-  namespace meta = schema::meta;
-  info.path = trace.path();
-  info.schema_version = trace.schema_version();
-  info.pid = lenient_meta_int(trace, meta::kPid);
-  info.command_line = trace.meta(meta::kCommandLine);
-  info.hostname = trace.meta(meta::kHostname);
-  info.backend = trace.meta(meta::kBackend);
-  info.backend_reason = trace.meta(meta::kBackendReason);
-  info.backend_note = trace.meta(meta::kBackendNote);
-  info.tool_version = trace.meta(meta::kToolVersion);
-  info.complete = meta_flag(trace, meta::kComplete);
-  info.simulated = meta_flag(trace, meta::kSimulated);
-  info.symbolized = meta_flag(trace, meta::kSymbolized);
-  info.stop_reason = trace.meta(meta::kStopReason);
-  info.recording_pauses =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPauses).value_or(0)));
-  info.recording_paused_ns =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPausedNs).value_or(0)));
-  info.dropped_events =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
-  info.missing_tables = missing_table_notes(trace);
-  info.app_exit_status = lenient_meta_int(trace, meta::kAppExitStatus);
-  info.app_exit_signal = lenient_meta_int(trace, meta::kAppExitSignal);
-  info.events_lost_at_exit = lenient_meta_int(trace, meta::kEventsLostAtExit);
-  info.events_after_close = lenient_meta_int(trace, meta::kEventsAfterClose);
-  info.frees_after_close =
-      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kFreesAfterClose).value_or(0)));
 }
 
 // What makes two stacks the same to a reader: per frame, function, file and line when symbolized, else the
@@ -275,7 +64,7 @@ std::string source_key(const Stack& stack) {
 }  // namespace
 
 // One pass over the events of one set in time order; `order` says how that order is obtained
-// (analysis/ordered_events.h). In the tensor-block pass, blocks are accounted as device memory (so that live
+// (analysis/read/ordered_events.h). In the tensor-block pass, blocks are accounted as device memory (so that live
 // bytes, peaks, growth and ranges treat them exactly as device memory); tensor_blocks.cpp names them again.
 static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& options, EventOrder order,
                              size_t window, EventSet set, HeapPass* heaps) {
@@ -286,8 +75,7 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   const HeapBacking* backed = set == EventSet::AppLevel && heaps ? &heaps->backing : nullptr;
   std::unordered_set<uint64_t> backing_addresses;
   std::unordered_set<uint64_t> backing_handles;
-  auto accounted_kind = [blocks](int64_t code) {
-    MemoryKind kind = memory_kind_from_code(code);
+  auto accounted_kind = [blocks](MemoryKind kind) {
     return blocks && is_block_kind(kind) ? MemoryKind::Device : kind;
   };
   Report report;
@@ -313,56 +101,43 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
   EventFilter filter(trace, options.filters, report.trace.pid, &ranges);  // report's filters (filters.h)
 
   // Time order is what matters for live bytes; id breaks ties in recording order (see the schema):
-  // OrderedEvents hands the rows out ordered by (time_ns, id). The LEFT JOIN costs one primary-key lookup per
-  // event and saves a second pass for the failures.
-  // Schema 1 traces have no handle column: read it as 0 there.
-  const char* handle_column = trace.schema_version() >= 2 ? "e.handle" : "0";
-  const bool failures_table = trace.has_table("alloc_failures");  // trace_tables.h: optional
-  const std::string events_sql =
-      std::string("SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
-                  "e.stack_id, e.error, ") +
-      (failures_table ? "f.device_free, f.device_total, " : "NULL, NULL, ") + handle_column +
-      ", e.thread_id, e.stream, e.source FROM events e" +
-      (failures_table ? " LEFT JOIN alloc_failures f ON f.event_id = e.id" : "") + events_of(set) +
-      without_cross_check(trace);  // run --verify: the cross-check's events count nowhere
+  // EventReader hands the rows out ordered by (time_ns, id).
   const int64_t segment_alloc = static_cast<int64_t>(EventKind::SegmentAlloc);
   const int64_t segment_free = static_cast<int64_t>(EventKind::SegmentFree);
   uint64_t events_estimated = 0;
-  if (options.progress) {
-    Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
-    if (highest.step()) events_estimated = static_cast<uint64_t>(std::max<int64_t>(0, highest.column_int(0)));
-  }
-  OrderedEvents events(trace, events_sql, order, window);
+  if (options.progress) events_estimated = highest_event_id(trace);
+  EventReader events(trace, set, order, window);
   while (events.step()) {
+    const EventRow& e = events.row();
     ++report.trace.event_count;
     if (options.progress && report.trace.event_count % 65536 == 0) {
       options.progress(report.trace.event_count, events_estimated);
     }
-    const int64_t time_ns = events.column_int(1);
+    const int64_t time_ns = e.time_ns;
     if (!origin) {  // no recorded start: the first event is time zero
       origin = time_ns;
       heap_fragmentation.set_origin(time_ns);
     }
     last_event_time = time_ns;
-    const int64_t kind = events.column_int(2);
-    const uint64_t address = static_cast<uint64_t>(events.column_int(6));
-    const int64_t size = events.column_int(7);
-    const int64_t thread_id = events.column_int(13);
-    const int64_t event_id = events.column_int(0);
-    const int64_t source = events.column_int(15);
+    const int64_t kind = e.kind;
+    const uint64_t address = e.address;
+    const int64_t size = e.size;
+    const int64_t thread_id = e.thread_id;
+    const int64_t event_id = e.id;
+    const int64_t source = e.source;
     const bool heap_event = is_heap_source(source);
     ranges.advance(time_ns);
     if (heap_event && (kind == segment_alloc || kind == segment_free)) {  // a heap's segment: not memory itself
       if (backing) backing->on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size));
       if (heaps && set == EventSet::AppLevel) {
-        heap_fragmentation.before_segment(heaps->layout, source, events.column_int(5), time_ns);
+        heap_fragmentation.before_segment(heaps->layout, source, e.device, time_ns);
         heaps->layout.on_segment(source, kind == segment_alloc, address, size < 0 ? 0 : uint64_t(size),
-                                 events.column_int(5), events.column_int(3) == int64_t(Api::torchSegmentMap));
+                                 e.device, e.api == Api::torchSegmentMap);
       }
       continue;
     }
     if (backed && !heap_event) {
-      const uint64_t handle = static_cast<uint64_t>(events.column_int(12));
+      const uint64_t handle = e.handle;
       if (kind == static_cast<int64_t>(EventKind::Alloc) && backed->backing_source(event_id) != 0) {
         backing_addresses.insert(address);
         continue;
@@ -377,20 +152,20 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
     }
     if (heaps && set == EventSet::AppLevel && heap_event &&
         (kind == static_cast<int64_t>(EventKind::Alloc) || kind == static_cast<int64_t>(EventKind::Free))) {
-      heap_fragmentation.on_block(heaps->layout, source, events.column_int(5),
+      heap_fragmentation.on_block(heaps->layout, source, e.device,
                                   kind == static_cast<int64_t>(EventKind::Alloc), address,
-                                  size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8), time_ns);
+                                  size < 0 ? 0 : static_cast<uint64_t>(size), e.stack_id, time_ns);
     }
     const bool imported_open = kind == static_cast<int64_t>(EventKind::Alloc) &&
-                               memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported;
-    if (filter.active() && !filter.accept(kind, time_ns, thread_id, events.column_int(5), address, size,
-                                          static_cast<uint64_t>(events.column_int(12)), imported_open)) {
+                               e.memory_kind == MemoryKind::IpcImported;
+    if (filter.active() && !filter.accept(kind, time_ns, thread_id, e.device, address, size,
+                                          e.handle, imported_open)) {
       continue;
     }
 
     if (imported_open) {
-      imported.on_open(address, size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(5),
-                       events.column_int(8), api_from_code(events.column_int(3)), time_ns);
+      imported.on_open(address, size < 0 ? 0 : static_cast<uint64_t>(size), e.device,
+                       e.stack_id, e.api, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::Alloc)) {
       if (size < 0 || (address == 0 && size != 0)) {
         ++totals.inconsistencies;
@@ -398,17 +173,17 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       }
       ++totals.allocations;
       totals.allocated_bytes += static_cast<uint64_t>(size);
-      ranges.on_alloc(thread_id, address, static_cast<uint64_t>(size), events.column_int(8),
-                      is_counted(accounted_kind(events.column_int(4))));
-      const uint32_t attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
-                                                      events.column_int(8), static_cast<uint64_t>(size));
+      ranges.on_alloc(thread_id, address, static_cast<uint64_t>(size), e.stack_id,
+                      is_counted(accounted_kind(e.memory_kind)));
+      const uint32_t attribution = breakdown.on_alloc(e.thread_id, e.stream,
+                                                      e.stack_id, static_cast<uint64_t>(size));
       if (address == 0) continue;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
       LiveAllocation allocation{static_cast<uint64_t>(size),
-                                events.column_int(8),
-                                accounted_kind(events.column_int(4)),
-                                events.column_int(5),
+                                e.stack_id,
+                                accounted_kind(e.memory_kind),
+                                e.device,
                                 time_ns,
-                                api_from_code(events.column_int(3)),
+                                e.api,
                                 attribution,
                                 event_id};
       if (!is_counted(allocation.memory_kind)) ++totals.inconsistencies;
@@ -420,14 +195,14 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
         it->second = allocation;
       }
       live_bytes.add(allocation, address, time_ns);
-      pools.on_alloc(allocation.api, static_cast<uint64_t>(events.column_int(12)), allocation.device, address,
+      pools.on_alloc(allocation.api, e.handle, allocation.device, address,
                      allocation.size, time_ns);
       if (backing && !heap_event) backing->on_cuda_alloc(event_id, address, allocation.size);
     } else if (kind == static_cast<int64_t>(EventKind::Free)) {
       if (address == 0) continue;  // cudaFree(0) frees nothing; apps call it to create the context
       // An IPC close: the exporter's memory, never a free of this process's (even when its open was not seen).
       if (imported.on_close(address, time_ns) ||
-          memory_kind_from_code(events.column_int(4)) == MemoryKind::IpcImported) {
+          e.memory_kind == MemoryKind::IpcImported) {
         continue;
       }
       auto it = live.find(address);
@@ -442,24 +217,24 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       live.erase(it);
       pools.on_free(address, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::PoolCreate)) {
-      pools.on_pool_create(address, events.column_int(5));
+      pools.on_pool_create(address, e.device);
     } else if (kind == static_cast<int64_t>(EventKind::AllocFailed)) {
       ++totals.failed_allocations;
       AllocFailure failure;
-      failure.event_id = events.column_int(0);
+      failure.event_id = e.id;
       failure.time_ns = time_ns;  // made relative below, once the origin is certain
-      failure.api = api_from_code(events.column_int(3));
-      failure.memory_kind = memory_kind_from_code(events.column_int(4));
-      failure.device = events.column_int(5);
+      failure.api = e.api;
+      failure.memory_kind = e.memory_kind;
+      failure.device = e.device;
       if (size < 0) {
         ++totals.inconsistencies;
       } else {
         failure.requested_bytes = static_cast<uint64_t>(size);
       }
-      failure.stack.id = events.column_int(8);
-      failure.error = events.column_int(9);
-      if (!events.column_is_null(10)) failure.device_free = events.column_int(10);
-      if (!events.column_is_null(11)) failure.device_total = events.column_int(11);
+      failure.stack.id = e.stack_id;
+      failure.error = e.error;
+      failure.device_free = e.device_free;
+      failure.device_total = e.device_total;
       if (heap_event) {  // a block the heap could not hand out: its space then says why
         failure.heap_source = source;
         failure.allocator = heap_allocator_name(source);
@@ -468,21 +243,21 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       report.failures.push_back(std::move(failure));
       over_time.on_failure(report.failures.size() - 1, report.failures.back().device, time_ns);
     } else if (kind == static_cast<int64_t>(EventKind::VmmImport)) {
-      imported.on_vmm_import(static_cast<uint64_t>(events.column_int(12)), events.column_int(5),
-                             events.column_int(8), api_from_code(events.column_int(3)));
+      imported.on_vmm_import(e.handle, e.device,
+                             e.stack_id, e.api);
     } else if (kind >= static_cast<int64_t>(EventKind::VmmCreate) &&
                kind <= static_cast<int64_t>(EventKind::VmmUnmap)) {
       // Mappings and releases of imported handles are the exporter's memory: ImportedTracker's, not VmmState's.
-      const uint64_t handle = static_cast<uint64_t>(events.column_int(12));
+      const uint64_t handle = e.handle;
       if ((kind == static_cast<int64_t>(EventKind::VmmMap) &&
            imported.on_vmm_map(handle, address, size < 0 ? 0 : static_cast<uint64_t>(size), time_ns)) ||
           (kind == static_cast<int64_t>(EventKind::VmmUnmap) && imported.on_vmm_unmap(address, time_ns)) ||
           (kind == static_cast<int64_t>(EventKind::VmmRelease) && imported.on_vmm_release(handle))) {
         continue;
       }
-      LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), events.column_int(8),
-                                MemoryKind::VmmPhysical, events.column_int(5), time_ns,
-                                api_from_code(events.column_int(3)), 0, event_id};
+      LiveAllocation allocation{size < 0 ? 0 : static_cast<uint64_t>(size), e.stack_id,
+                                MemoryKind::VmmPhysical, e.device, time_ns,
+                                e.api, 0, event_id};
       if (backing) {
         if (kind == static_cast<int64_t>(EventKind::VmmCreate)) backing->on_vmm_create(event_id, handle);
         if (kind == static_cast<int64_t>(EventKind::VmmMap)) backing->on_vmm_map(address, allocation.size, handle);
@@ -490,10 +265,10 @@ static Report analyze_events(const TraceFile& trace, const AnalyzeOptions& optio
       }
       if (size < 0) ++totals.inconsistencies;
       if (kind == static_cast<int64_t>(EventKind::VmmCreate)) {
-        allocation.attribution = breakdown.on_alloc(events.column_int(13), events.column_int(14),
-                                                    events.column_int(8), allocation.size);
+        allocation.attribution = breakdown.on_alloc(e.thread_id, e.stream,
+                                                    e.stack_id, allocation.size);
       }
-      vmm.apply(static_cast<EventKind>(kind), static_cast<uint64_t>(events.column_int(12)), address, allocation,
+      vmm.apply(static_cast<EventKind>(kind), e.handle, address, allocation,
                 live_bytes, totals);
     }
     // Stream, synchronize, other pool and address-range events do not change live memory.

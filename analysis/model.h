@@ -17,7 +17,7 @@
 
 #include "analysis/allocator_stats.h"
 #include "analysis/filters.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::analysis {
@@ -210,10 +210,10 @@ struct TraceInfo {
   std::optional<std::string> stop_reason;  // meta.stop_reason: why recording ended early (a full disk...)
   uint64_t recording_pauses = 0;           // meta.recording_pauses: benchmark pauses (events then are missing)
   uint64_t recording_paused_ns = 0;
-  // A damaged trace salvaged (salvage.h): what was lost, as one sentence. The trace then counts as incomplete
+  // A damaged trace salvaged (read/salvage.h): what was lost, as one sentence. The trace then counts as incomplete
   // (complete is false) whatever its meta says.
   std::optional<std::string> salvaged;
-  // Optional tables the trace's schema has and the trace lacks, each as trace_tables.h words it.
+  // Optional tables the trace's schema has and the trace lacks, each as read/trace_tables.h words it.
   std::vector<std::string> missing_tables;
   // v8, the process `run` started: its exit code, or the signal that killed it (meta app_exit_*).
   std::optional<int64_t> app_exit_status;

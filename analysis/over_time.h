@@ -17,7 +17,7 @@
 #include "analysis/live_memory.h"
 #include "analysis/model.h"
 #include "analysis/timeline.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "analysis/read/pools.h"
 #include "analysis/timeline.h"
 
 namespace gmt::analysis {
@@ -12,27 +13,6 @@ using schema::Api;
 
 bool from_pool(Api api) { return api == Api::cudaMallocFromPoolAsync || api == Api::cuMemAllocFromPoolAsync; }
 bool from_current_pool(Api api) { return api == Api::cudaMallocAsync || api == Api::cuMemAllocAsync; }
-
-struct RawSample {
-  int64_t time_ns = 0;  // absolute
-  uint64_t pool = 0;
-  int64_t device = -1;
-  uint64_t reserved = 0;
-  uint64_t used = 0;
-};
-
-std::optional<std::vector<RawSample>> read_samples(const TraceFile& trace) {
-  // The table's existence decides, not the schema version: a trace may be upgraded or hand-made.
-  if (!trace.has_table("pool_usage")) return std::nullopt;
-  Statement rows(trace, "SELECT time_ns, pool, device, reserved_bytes, used_bytes FROM pool_usage ORDER BY time_ns");
-  auto bytes = [](int64_t value) { return static_cast<uint64_t>(std::max<int64_t>(0, value)); };
-  std::vector<RawSample> samples;
-  while (rows.step()) {
-    samples.push_back(RawSample{rows.column_int(0), static_cast<uint64_t>(rows.column_int(1)), rows.column_int(2),
-                                bytes(rows.column_int(3)), bytes(rows.column_int(4))});
-  }
-  return samples;
-}
 
 // The used bytes after the last change at or before `time` (a sample shares its allocation's time stamp and is
 // taken after it).
@@ -97,7 +77,7 @@ void PoolTracker::on_free(uint64_t address, int64_t time_ns) {
 }
 
 std::optional<std::vector<PoolUsage>> PoolTracker::finish(const TraceFile& trace, int64_t origin) const {
-  const std::optional<std::vector<RawSample>> samples = read_samples(trace);
+  const std::optional<std::vector<PoolUsageSample>> samples = read_pool_usage(trace);
   if (!samples && pools_.empty()) return std::nullopt;
   auto relative = [origin](int64_t absolute) { return relative_to(origin, absolute); };
 
@@ -105,21 +85,21 @@ std::optional<std::vector<PoolUsage>> PoolTracker::finish(const TraceFile& trace
   // device's current pool, joined with that device's cudaMallocAsync allocations when it is the only such handle.
   std::map<int64_t, std::set<uint64_t>> unnamed;  // device -> sampled handles no event names
   if (samples) {
-    for (const RawSample& sample : *samples) {
+    for (const PoolUsageSample& sample : *samples) {
       if (sample.pool != schema::kGraphMemoryPool && !created_.count(sample.pool)) {
         unnamed[sample.device].insert(sample.pool);
       }
     }
   }
-  auto key_of = [&](const RawSample& sample) -> Key {
+  auto key_of = [&](const PoolUsageSample& sample) -> Key {
     if (sample.pool == schema::kGraphMemoryPool) return Key{sample.device, sample.pool};
     if (auto created = created_.find(sample.pool); created != created_.end()) return Key{created->second, sample.pool};
     if (unnamed[sample.device].size() == 1 && pools_.count(Key{sample.device, 0})) return Key{sample.device, 0};
     return Key{sample.device, sample.pool};
   };
-  std::map<Key, std::vector<const RawSample*>> sampled;
+  std::map<Key, std::vector<const PoolUsageSample*>> sampled;
   if (samples) {
-    for (const RawSample& sample : *samples) sampled[key_of(sample)].push_back(&sample);
+    for (const PoolUsageSample& sample : *samples) sampled[key_of(sample)].push_back(&sample);
   }
 
   std::map<Key, PoolUsage> result;
@@ -136,7 +116,7 @@ std::optional<std::vector<PoolUsage>> PoolTracker::finish(const TraceFile& trace
     PoolUsage& pool = result[key];
     auto state = pools_.find(key);
     const bool exact = state != pools_.end() && state->second.allocations > 0;
-    for (const RawSample* sample : rows) {
+    for (const PoolUsageSample* sample : rows) {
       const uint64_t used = exact ? used_at(state->second.steps, sample->time_ns) : sample->used;
       const uint64_t unused = sample->reserved > used ? sample->reserved - used : 0;
       if (pool.samples == 0 || unused > pool.max_unused_bytes) {
@@ -157,7 +137,7 @@ std::optional<std::vector<PoolUsage>> PoolTracker::finish(const TraceFile& trace
     const size_t n = rows.size();
     const size_t kept = std::min(n, kMaxPoolSeries);
     for (size_t i = 0; i < kept; ++i) {
-      const RawSample* sample = rows[kept == 1 ? n - 1 : i * (n - 1) / (kept - 1)];
+      const PoolUsageSample* sample = rows[kept == 1 ? n - 1 : i * (n - 1) / (kept - 1)];
       const uint64_t used = exact ? used_at(state->second.steps, sample->time_ns) : sample->used;
       pool.series.push_back(PoolSample{relative(sample->time_ns), sample->reserved, used});
     }

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "analysis/model.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::analysis {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "analysis/read/ranges.h"
+
 namespace gmt::analysis {
 namespace {
 
@@ -50,30 +52,24 @@ void RangeTracker::load(const TraceFile& trace, const EventFilters& filters) {
     if (filters.until_ns) until = origin + *filters.until_ns;
   }
   // Without strings (trace_tables.h) every range is nameless: the report then shows one bucket for all of them.
-  Statement rows(trace, trace.has_table("strings")
-                            ? "SELECT r.id, r.thread_id, r.start_ns, r.end_ns, r.depth, d.text, n.text FROM ranges r "
-                              "LEFT JOIN strings d ON d.id = r.domain_id LEFT JOIN strings n ON n.id = r.name_id "
-                              "ORDER BY r.start_ns, r.id"
-                            : "SELECT r.id, r.thread_id, r.start_ns, r.end_ns, r.depth, NULL, NULL FROM ranges r "
-                              "ORDER BY r.start_ns, r.id");
-  while (rows.step()) {
+  read_ranges(trace, [&](const RangeRow& row) {
     Occurrence occurrence;
-    occurrence.id = rows.column_int(0);
-    occurrence.thread_id = rows.column_int(1);
-    occurrence.start_ns = rows.column_int(2);
+    occurrence.id = row.id;
+    occurrence.thread_id = row.thread_id;
+    occurrence.start_ns = row.start_ns;
     // A damaged row ending before it starts is taken as ending when it starts.
-    occurrence.end_ns = rows.column_is_null(3) ? kOpen : std::max(rows.column_int(3), occurrence.start_ns);
-    occurrence.depth = rows.column_int(4) < 0 ? -1 : rows.column_int(4);
-    const std::string name = rows.column_text(6).value_or("");
+    occurrence.end_ns = row.end_ns ? std::max(*row.end_ns, occurrence.start_ns) : kOpen;
+    occurrence.depth = row.depth < 0 ? -1 : row.depth;
+    const std::string& name = row.name;
     if (filters.range && name == *filters.range) named_exists_ = true;
-    if (occurrence.end_ns < since || occurrence.start_ns > until) continue;
-    occurrence.key = key_of(rows.column_text(5).value_or(""), name);
+    if (occurrence.end_ns < since || occurrence.start_ns > until) return;
+    occurrence.key = key_of(row.domain, name);
     if (filters.range && name == *filters.range) named_[occurrence.key] = true;
     KeyState& key = keys_[occurrence.key];
     ++key.stats.repetitions;
     if (occurrence.end_ns != kOpen) ++key.ends_total;
     occurrences_.push_back(occurrence);
-  }
+  });
   for (KeyState& key : keys_) key.repeated = key.ends_total >= kMinRangeRepetitions;
 }
 

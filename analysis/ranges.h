@@ -27,7 +27,7 @@
 #include "analysis/filters.h"
 #include "analysis/model.h"
 #include "analysis/timeline.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
 

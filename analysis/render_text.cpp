@@ -13,7 +13,7 @@
 #include "analysis/render.h"
 #include "analysis/render_text_parts.h"
 #include "analysis/stack_view.h"
-#include "analysis/trace_tables.h"
+#include "analysis/read/trace_tables.h"
 
 namespace gmt::analysis {
 namespace {

@@ -7,7 +7,7 @@
 #include "analysis/format.h"
 #include "analysis/ranges.h"
 #include "analysis/render_text_parts.h"
-#include "analysis/trace_tables.h"
+#include "analysis/read/trace_tables.h"
 
 namespace gmt::analysis {
 namespace {

@@ -4,7 +4,6 @@
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <fmt/core.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -17,8 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "schema/trace_init.h"
-#include "schema/trace_schema.h"
+#include "analysis/read/symbols.h"
 
 namespace gmt::analysis {
 namespace {
@@ -127,17 +125,15 @@ bool open_module(Module& module) {
 class ModuleMap {
  public:
   explicit ModuleMap(const TraceFile& trace) {
-    Statement query(trace, "SELECT id, path, base, size, build_id FROM modules");
-    while (query.step()) {
+    for (ModuleRow& row : read_modules(trace)) {
       Module module;
-      module.id = query.column_int(0);
-      module.path = query.column_text(1).value_or("");
-      module.base = static_cast<uint64_t>(query.column_int(2));
-      uint64_t size = static_cast<uint64_t>(query.column_int(3));
-      module.end = size > std::numeric_limits<uint64_t>::max() - module.base
+      module.id = row.id;
+      module.path = std::move(row.path);
+      module.base = row.base;
+      module.end = row.size > std::numeric_limits<uint64_t>::max() - module.base
                        ? std::numeric_limits<uint64_t>::max()
-                       : module.base + size;
-      module.build_id = lower(query.column_text(4).value_or(""));
+                       : module.base + row.size;
+      module.build_id = lower(std::move(row.build_id));
       modules_.push_back(std::move(module));
     }
     std::sort(modules_.begin(), modules_.end(), [](const Module& a, const Module& b) {
@@ -292,88 +288,13 @@ Symbol lookup(Module& module, uint64_t address) {
   return symbol;
 }
 
-// Rolls back unless committed, so that an exception (SQLite, or thrown by the progress callback to cancel)
-// leaves the trace as it was.
-class Transaction {
- public:
-  explicit Transaction(const TraceFile& trace) : trace_(trace) { trace_.exec("BEGIN IMMEDIATE"); }
-  ~Transaction() {
-    if (!committed_) sqlite3_exec(trace_.db(), "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  void commit() {
-    trace_.exec("COMMIT");
-    committed_ = true;
-  }
-
- private:
-  const TraceFile& trace_;
-  bool committed_ = false;
-};
-
-// A prepared INSERT. Statement (trace_file.h) is for reading and words its errors that way; writes get
-// their own message and check every bind.
-class Insert {
- public:
-  Insert(const TraceFile& trace, const char* sql) : trace_(trace) {
-    if (sqlite3_prepare_v2(trace.db(), sql, -1, &stmt_, nullptr) != SQLITE_OK) fail();
-  }
-  ~Insert() { sqlite3_finalize(stmt_); }
-  Insert(const Insert&) = delete;
-  Insert& operator=(const Insert&) = delete;
-
-  void bind(int index, std::optional<int64_t> value) {
-    check(value ? sqlite3_bind_int64(stmt_, index, *value) : sqlite3_bind_null(stmt_, index));
-  }
-  void bind(int index, const std::optional<std::string>& value) {
-    check(value ? sqlite3_bind_text(stmt_, index, value->data(), static_cast<int>(value->size()),
-                                    SQLITE_TRANSIENT)
-                : sqlite3_bind_null(stmt_, index));
-  }
-  void run() {
-    if (sqlite3_step(stmt_) != SQLITE_DONE) fail();
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK) fail();
-  }
-  [[noreturn]] void fail() {
-    throw TraceError(
-        fmt::format("cannot write symbols to trace '{}': {}", trace_.path(), sqlite3_errmsg(trace_.db())));
-  }
-  const TraceFile& trace_;
-  sqlite3_stmt* stmt_ = nullptr;
-};
-
-std::vector<uint64_t> pending_pcs(const TraceFile& trace) {
-  // Sorted, so that one module's pcs come together (its files and DWARF stay hot in the cache).
-  // Python frames (v5) have no pc to symbolize.
-  Statement query(trace, trace.schema_version() >= 5
-                             ? "SELECT DISTINCT pc FROM stack_frames WHERE python_frame_id = 0 AND pc NOT IN "
-                               "(SELECT pc FROM symbols) ORDER BY pc"
-                             : "SELECT DISTINCT pc FROM stack_frames WHERE pc NOT IN (SELECT pc FROM symbols) ORDER BY pc");
-  std::vector<uint64_t> pcs;
-  while (query.step()) pcs.push_back(static_cast<uint64_t>(query.column_int(0)));
-  return pcs;
-}
-
 }  // namespace
 
 SymbolizeStats symbolize_trace(const TraceFile& trace, const SymbolizeProgress& progress) {
-  if (sqlite3_db_readonly(trace.db(), "main") != 0) {
-    throw TraceError(fmt::format("cannot symbolize trace '{}': it was opened read-only", trace.path()));
-  }
-  // BEGIN IMMEDIATE takes the write lock before reading, so the set of pending pcs cannot change under us.
-  Transaction transaction(trace);
+  SymbolsTransaction transaction(trace);  // read/symbols.h: before reading, so that the pending pcs stay pending
   std::vector<uint64_t> pcs = pending_pcs(trace);
   ModuleMap modules(trace);
-  Insert insert(
-      trace,
-      "INSERT OR REPLACE INTO symbols(pc, function, file, line, module_id) VALUES (?1, ?2, ?3, ?4, ?5)");
+  SymbolWriter symbols(trace);
 
   SymbolizeStats stats;
   stats.pcs = pcs.size();
@@ -399,21 +320,14 @@ SymbolizeStats symbolize_trace(const TraceFile& trace, const SymbolizeProgress& 
     if (symbol.function) ++stats.resolved_functions;
     if (symbol.line) ++stats.resolved_lines;
 
-    insert.bind(1, static_cast<int64_t>(pc));
-    insert.bind(2, symbol.function);
-    insert.bind(3, symbol.file);
-    insert.bind(4, symbol.line);
-    insert.bind(5, module != nullptr ? std::optional<int64_t>(module->id) : std::nullopt);
-    insert.run();
+    symbols.write(pc, symbol.function, symbol.file, symbol.line,
+                  module != nullptr ? std::optional<int64_t>(module->id) : std::nullopt);
 
     size_t done = i + 1;
     if (progress && done % kProgressEvery == 0 && done != pcs.size()) progress(done, pcs.size());
   }
 
-  if (!schema::set_meta(trace.db(), schema::meta::kSymbolized, "1")) {
-    throw TraceError(fmt::format("cannot write symbols to trace '{}': {}", trace.path(), sqlite3_errmsg(trace.db())));
-  }
-  transaction.commit();
+  transaction.commit_symbolized();
   // The last call comes after the commit, so "done == total" means the rows are in the file.
   if (progress) progress(pcs.size(), pcs.size());
   return stats;

@@ -5,37 +5,9 @@
 #include <string>
 
 #include "analysis/model.h"
+#include "analysis/read/events.h"
 
 namespace gmt::analysis {
-
-// Which events one pass reads (heaps.h says which sources are heaps). The recorder keeps the events of source
-// torch_allocator in time order with all others since v7; in v6 traces they were drained from PyTorch's history up to
-// seconds late, had no segments, and are read on their own (the TensorBlocks pass) only.
-enum class EventSet {
-  CudaLevel,     // every event but heaps' blocks: device memory; heaps' segments only say which memory backs them
-  TensorBlocks,  // source torch_allocator only; a block counts as device memory within this pass
-  // What the app holds: heaps' blocks (as device memory) and every CUDA-level allocation that backs no heap
-  // segment (the CudaLevel pass found which do); heaps' segments give the heaps' layout.
-  AppLevel,
-};
-
-// The WHERE clause that selects `set` from `events e`.
-inline std::string events_of(EventSet set) {
-  const int torch = static_cast<int>(schema::Source::TorchAllocator);
-  const std::string heaps =
-      std::to_string(torch) + ", " + std::to_string(static_cast<int>(schema::Source::NvtxMemory));
-  const std::string segments = std::to_string(static_cast<int>(schema::EventKind::SegmentAlloc)) + ", " +
-                               std::to_string(static_cast<int>(schema::EventKind::SegmentFree));
-  switch (set) {
-    case EventSet::TensorBlocks:
-      return " WHERE e.source = " + std::to_string(torch);
-    case EventSet::AppLevel:
-      return " WHERE 1";
-    case EventSet::CudaLevel:
-    default:
-      return " WHERE (e.source NOT IN (" + heaps + ") OR e.kind IN (" + segments + "))";
-  }
-}
 
 struct HeapPass;  // model.cpp: what the CudaLevel pass hands the AppLevel pass
 

@@ -8,17 +8,6 @@
 namespace gmt::analysis {
 namespace {
 
-namespace backend_names = schema::backend_names;
-
-// The source a backend's events carry (schema::Source); nullopt for a name this reader does not know.
-std::optional<schema::Source> source_of_backend(const std::optional<std::string>& name) {
-  if (!name) return std::nullopt;
-  if (*name == backend_names::kCupti) return schema::Source::Cupti;
-  if (*name == backend_names::kHooks) return schema::Source::DriverHook;
-  if (*name == backend_names::kRuntime) return schema::Source::RuntimeHook;
-  return std::nullopt;
-}
-
 // What must be equal for two events to be the two backends' records of one call.
 bool same_call(const CheckedEvent& a, const CheckedEvent& b) {
   return a.thread_id == b.thread_id && a.kind == b.kind && a.memory_kind == b.memory_kind && a.address == b.address &&
@@ -60,35 +49,6 @@ int64_t lenient_int(const std::optional<std::string>& text, int64_t fallback) {
   int64_t value = 0;
   auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
   return error == std::errc() && end == text->data() + text->size() ? value : fallback;
-}
-
-// The only SQL of the cross-check: both backends' events, in recording order.
-std::vector<CheckedEvent> read_backend_events(const TraceFile& trace, schema::Source counting,
-                                              schema::Source checking) {
-  Statement rows(trace,
-                 "SELECT id, time_ns, thread_id, kind, memory_kind, api, device, address, size, handle, stack_id, "
-                 "source FROM events WHERE source IN (?1, ?2) ORDER BY id");
-  rows.bind(1, static_cast<int64_t>(counting));
-  rows.bind(2, static_cast<int64_t>(checking));
-  std::vector<CheckedEvent> events;
-  while (rows.step()) {
-    CheckedEvent e;
-    e.id = rows.column_int(0);
-    e.time_ns = rows.column_int(1);
-    e.thread_id = rows.column_int(2);
-    e.kind = rows.column_int(3);
-    e.memory_kind = rows.column_int(4);
-    e.api = rows.column_int(5);
-    e.device = rows.column_int(6);
-    e.address = static_cast<uint64_t>(rows.column_int(7));
-    e.size = static_cast<uint64_t>(rows.column_int(8));
-    e.handle = static_cast<uint64_t>(rows.column_int(9));
-    e.stack_id = rows.column_int(10);
-    e.source = rows.column_int(11);
-    e.counting = e.source == static_cast<int64_t>(counting);
-    events.push_back(e);
-  }
-  return events;
 }
 
 void group_unmatched(CrossCheck& check, const std::vector<CheckedEvent>& unmatched, int64_t origin_ns,
@@ -178,13 +138,6 @@ CrossCheck cross_check_trace(const TraceFile& trace, const std::function<const S
   const int64_t origin = lenient_int(trace.meta(schema::meta::kStartMonotonicNs), first_time);
   group_unmatched(check, result.unmatched, origin, load_stack);
   return check;
-}
-
-std::string without_cross_check(const TraceFile& trace) {
-  const std::optional<schema::Source> checking = source_of_backend(trace.meta(schema::meta::kVerifyBackend));
-  // Never leave out the counting backend's own events, even in a trace that names it twice.
-  if (!checking || checking == source_of_backend(trace.meta(schema::meta::kBackend))) return "";
-  return " AND e.source != " + std::to_string(static_cast<int>(*checking));
 }
 
 }  // namespace gmt::analysis

@@ -15,25 +15,9 @@
 #include <vector>
 
 #include "analysis/model.h"
+#include "analysis/read/cross_check.h"
 
 namespace gmt::analysis {
-
-// One event of either backend, as the matching sees it.
-struct CheckedEvent {
-  int64_t id = 0;
-  int64_t time_ns = 0;  // as recorded (CLOCK_MONOTONIC)
-  int64_t thread_id = 0;
-  int64_t kind = 0;  // schema::EventKind code
-  int64_t memory_kind = 0;
-  int64_t api = 0;
-  int64_t device = -1;
-  uint64_t address = 0;
-  uint64_t size = 0;
-  uint64_t handle = 0;
-  int64_t stack_id = 0;
-  int64_t source = 0;     // schema::Source: Cupti or DriverHook
-  bool counting = false;  // the counting backend's event; false: the cross-check's
-};
 
 struct MatchResult {
   uint64_t matched = 0;            // pairs
@@ -82,12 +66,8 @@ struct CrossCheck {
 // Whether the trace comes from run --verify (meta verify_backend or verify_unavailable).
 bool has_cross_check(const TraceFile& trace);
 
-// The cross-check of a run --verify trace: reads both backends' events (the cross-check's only SQL), matches them
+// The cross-check of a run --verify trace: reads both backends' events (read/cross_check.h), matches them
 // and groups what is left, loading each group's stack with `load_stack`.
 CrossCheck cross_check_trace(const TraceFile& trace, const std::function<const Stack&(int64_t)>& load_stack);
-
-// What to add to a WHERE clause on `events e` so that the cross-check's events count in no figure:
-// " AND e.source != N" in a run --verify trace, "" otherwise.
-std::string without_cross_check(const TraceFile& trace);
 
 }  // namespace gmt::analysis

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "analysis/diff.h"
-#include "analysis/salvage.h"
+#include "analysis/read/salvage.h"
 #include "analysis/model.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "analysis/merge.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "cli/exit_codes.h"
 
 namespace gmt::cli {

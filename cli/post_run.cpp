@@ -13,7 +13,7 @@
 #include "analysis/format.h"
 #include "analysis/model.h"
 #include "analysis/symbolizer.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "analysis/verify.h"
 #include "cli/progress.h"
 #include "schema/trace_init.h"

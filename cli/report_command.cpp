@@ -11,8 +11,8 @@
 
 #include "analysis/model.h"
 #include "analysis/render.h"
-#include "analysis/salvage.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/salvage.h"
+#include "analysis/read/trace_file.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -112,7 +112,7 @@ int run_report(const ReportOptions& options) {
     if (progress.enabled()) {
       analyze_options.progress = [&](uint64_t read, uint64_t estimated) { progress.update(read, estimated, "events"); };
     }
-    // A damaged trace is salvaged from a private copy (analysis/salvage.h).
+    // A damaged trace is salvaged from a private copy (analysis/read/salvage.h).
     analysis::Report report = analysis::analyze_trace_file(options.trace_path, analyze_options);
     progress.finish();
 

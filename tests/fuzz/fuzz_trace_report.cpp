@@ -12,7 +12,7 @@
 
 #include "analysis/model.h"
 #include "analysis/render.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include "analysis/model.h"
 #include "analysis/render.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
 

@@ -1,6 +1,6 @@
 // Random damage to a real trace, in process (test_damaged_traces.py gives it a trace that `run --simulate` wrote):
 // COUNT copies of the trace, each truncated at a random length or with a random run of bytes overwritten, go
-// through what `report` does (analysis/salvage.h's analyze_trace_file, then the text and JSON renderers). Each must
+// through what `report` does (analysis/read/salvage.h's analyze_trace_file, then the text and JSON renderers). Each must
 // end in one of:
 //   - a TraceError naming the file (the CLI prints it and exits 2);
 //   - a salvaged report, marked incomplete (never a complete trace's verdict);
@@ -19,8 +19,8 @@
 
 #include "analysis/model.h"
 #include "analysis/render.h"
-#include "analysis/salvage.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/salvage.h"
+#include "analysis/read/trace_file.h"
 
 namespace {
 

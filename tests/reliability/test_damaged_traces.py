@@ -15,7 +15,7 @@ import unittest
 from gmt_e2e import CLI, run_cli, sample
 from reliability_util import RELIABILITY_BIN
 
-# Each optional table and the words its absence gets (analysis/trace_tables.cpp is the one place that says them).
+# Each optional table and the words its absence gets (analysis/read/trace_tables.cpp is the one place that says them).
 OPTIONAL_TABLES = {
     "stacks": "no allocation has a call stack",
     "stack_frames": "no allocation has a call stack",

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "analysis/model.h"
-#include "analysis/ordered_events.h"
+#include "analysis/read/ordered_events.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 
 // GCC may clone a noinline function (constprop/isra), which would change its symbol; noclone stops that.

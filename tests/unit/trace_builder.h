@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::test_support {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "analysis/model.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -7,6 +7,7 @@
 #include "analysis/model.h"
 #include "analysis/render.h"
 #include "analysis/verify.h"
+#include "analysis/read/events.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -1,4 +1,4 @@
-#include "analysis/ordered_events.h"
+#include "analysis/read/ordered_events.h"
 
 #include <algorithm>
 

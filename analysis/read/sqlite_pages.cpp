@@ -1,4 +1,4 @@
-#include "analysis/sqlite_pages.h"
+#include "analysis/read/sqlite_pages.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "analysis/salvage_db.h"
+#include "analysis/read/salvage_db.h"
 
 #include <fmt/core.h>
 

@@ -1,4 +1,4 @@
-#include "analysis/salvage.h"
+#include "analysis/read/salvage.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,9 +12,9 @@
 #include <stdexcept>
 
 #include "analysis/format.h"
-#include "analysis/salvage_db.h"
-#include "analysis/sqlite_pages.h"
-#include "analysis/trace_file.h"
+#include "analysis/read/salvage_db.h"
+#include "analysis/read/sqlite_pages.h"
+#include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 
 namespace gmt::analysis {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/sqlite_pages.h"
+#include "analysis/read/sqlite_pages.h"
 
 namespace gmt::analysis::salvage {
 

@@ -1,4 +1,4 @@
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 #include <fmt/core.h>
 

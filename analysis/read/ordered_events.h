@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/trace_file.h"
+#include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
 

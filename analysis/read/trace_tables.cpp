@@ -1,4 +1,4 @@
-#include "analysis/trace_tables.h"
+#include "analysis/read/trace_tables.h"
 
 namespace gmt::analysis {
 namespace {

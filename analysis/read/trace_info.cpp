@@ -1,0 +1,54 @@
+#include "analysis/read/trace_info.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "analysis/read/trace_tables.h"
+
+namespace gmt::analysis {
+
+std::optional<int64_t> lenient_meta_int(const TraceFile& trace, const char* key) {
+  auto text = trace.meta(key);
+  if (!text) return std::nullopt;
+  int64_t value = 0;
+  const char* end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+bool meta_flag(const TraceFile& trace, const char* key) {
+  return trace.meta(key) == std::optional<std::string>("1");
+}
+
+void read_trace_info(const TraceFile& trace, TraceInfo& info) {
+  namespace meta = schema::meta;
+  info.path = trace.path();
+  info.schema_version = trace.schema_version();
+  info.pid = lenient_meta_int(trace, meta::kPid);
+  info.command_line = trace.meta(meta::kCommandLine);
+  info.hostname = trace.meta(meta::kHostname);
+  info.backend = trace.meta(meta::kBackend);
+  info.backend_reason = trace.meta(meta::kBackendReason);
+  info.backend_note = trace.meta(meta::kBackendNote);
+  info.tool_version = trace.meta(meta::kToolVersion);
+  info.complete = meta_flag(trace, meta::kComplete);
+  info.simulated = meta_flag(trace, meta::kSimulated);
+  info.symbolized = meta_flag(trace, meta::kSymbolized);
+  info.stop_reason = trace.meta(meta::kStopReason);
+  info.recording_pauses =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPauses).value_or(0)));
+  info.recording_paused_ns =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPausedNs).value_or(0)));
+  info.dropped_events =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
+  info.missing_tables = missing_table_notes(trace);
+  info.app_exit_status = lenient_meta_int(trace, meta::kAppExitStatus);
+  info.app_exit_signal = lenient_meta_int(trace, meta::kAppExitSignal);
+  info.events_lost_at_exit = lenient_meta_int(trace, meta::kEventsLostAtExit);
+  info.events_after_close = lenient_meta_int(trace, meta::kEventsAfterClose);
+  info.frees_after_close =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kFreesAfterClose).value_or(0)));
+}
+
+}  // namespace gmt::analysis
