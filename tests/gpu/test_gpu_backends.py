@@ -77,6 +77,19 @@ class BackendSamplesTest(TraceDirTestCase):
             self.assertEqual(inverted, 0)
             self.figures.append(f"async_pools pool_usage under {backend}: {samples} samples of {pools} pools, "
                                 f"max reserved {max_reserved} B, max used {max_used} B")
+            # Used bytes per pool come from the trace's own events, exact: the custom pool's loop allocations are
+            # freed at once, so its peak and its end are the two kept allocations (1 + 2 MiB), as under
+            # --simulate (tests/e2e/test_async_pools.py).
+            by_kind = {p["kind"]: p for p in report["pools"]}
+            created = by_kind["created"]
+            self.assertTrue(created["used_from_events"])
+            self.assertEqual(created["live_allocations"], 2)
+            self.assertEqual((created["peak_used_bytes"], created["end_used_bytes"]), (3 << 20, 3 << 20))
+            self.assertEqual((by_kind["default"]["peak_used_bytes"], by_kind["default"]["end_used_bytes"]),
+                             (3 << 20, 3 << 20))
+            self.figures.append(f"async_pools used from events under {backend}: custom pool peak "
+                                f"{created['peak_used_bytes']} B, at the end {created['end_used_bytes']} B "
+                                f"({created['live_allocations']} of {created['allocations']} allocations live)")
         return report, truth
 
     def test_a_paused_process_records_nothing_and_every_call_after_resuming(self):
