@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "analysis/format.h"
-#include "analysis/verify.h"
+#include "analysis/model/verify.h"
 #include "cli/exit_codes.h"
 
 namespace gmt::cli {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/model.h"
-#include "analysis/suppressions.h"
+#include "analysis/model/report.h"
+#include "analysis/model/suppressions.h"
 
 namespace CLI {
 class App;

@@ -1,4 +1,4 @@
-// `gpumemtrace diff base.db new.db`: compare two runs for CI (analysis/diff.h): peak, leaks per call stack
+// `gpumemtrace diff base.db new.db`: compare two runs for CI (analysis/model/diff.h): peak, leaks per call stack
 // and growth findings, exit 1 on a regression when asked.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -8,9 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "analysis/diff.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/diff.h"
 #include "analysis/read/salvage.h"
-#include "analysis/model.h"
+#include "analysis/model/report.h"
 #include "analysis/read/trace_file.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "analysis/merge.h"
+#include "analysis/model/merge.h"
 #include "analysis/read/trace_file.h"
 #include "cli/exit_codes.h"
 

@@ -1,5 +1,5 @@
 // `gpumemtrace report a.db b.db ...` or `report DIR`: one report over the traces of a multi-process job
-// (analysis/merge.h). report_command.cpp dispatches here when it is given more than one trace or a directory.
+// (analysis/model/merge.h). report_command.cpp dispatches here when it is given more than one trace or a directory.
 #pragma once
 
 #include <cstddef>

@@ -9,12 +9,13 @@
 
 #include <fmt/core.h>
 
-#include "analysis/findings.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/findings.h"
 #include "analysis/format.h"
-#include "analysis/model.h"
-#include "analysis/symbolizer.h"
+#include "analysis/model/report.h"
+#include "analysis/read/symbolizer.h"
 #include "analysis/read/trace_file.h"
-#include "analysis/verify.h"
+#include "analysis/model/verify.h"
 #include "cli/progress.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -56,7 +57,7 @@ static void print_cross_check_summary(const analysis::Report& report) {
   }
 }
 
-// Framework heaps (analysis/heaps.h): what each allocator still held at exit, cached (not a leak) or with its
+// Framework heaps (analysis/model/heaps.h): what each allocator still held at exit, cached (not a leak) or with its
 // blocks not recorded (then no verdict on it is clean).
 static void print_heaps_summary(const analysis::Report& report) {
   for (const analysis::HeapAtExit& heap : report.heaps) {
@@ -74,7 +75,7 @@ static void print_heaps_summary(const analysis::Report& report) {
   }
 }
 
-// The report's first findings (analysis/findings.h), a verdict and the user's line each: what to fix, before
+// The report's first findings (analysis/model/findings.h), a verdict and the user's line each: what to fix, before
 // opening the report.
 static void print_findings_summary(const analysis::Report& report) {
   constexpr size_t kShown = 3;

@@ -9,8 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "analysis/read/salvage.h"
 #include "analysis/read/trace_file.h"
 #include "cli/ci_gates.h"
@@ -28,12 +29,12 @@ struct ReportOptions {
   std::string trace_path;
   std::string format = "text";
   size_t top = 10;
-  bool full_stacks = false;  // analysis/stack_view.h: no framework frames folded
+  bool full_stacks = false;  // analysis/model/stack_view.h: no framework frames folded
   bool full_names = false;   // ... C++ names as recorded
   std::string output_path;  // empty: stdout
   uint64_t min_bytes = 0;   // 0: no filter
   std::string folded_of = "leaks";
-  // Filters (analysis/filters.h); the times as given, in seconds from the process start.
+  // Filters (analysis/model/filters.h); the times as given, in seconds from the process start.
   std::optional<int64_t> device;
   std::string since;
   std::string until;

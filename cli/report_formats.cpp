@@ -1,6 +1,6 @@
 #include "cli/report_formats.h"
 
-#include "analysis/render_export.h"
+#include "analysis/render/render_export.h"
 
 namespace gmt::cli {
 

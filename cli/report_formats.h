@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 
 namespace gmt::cli {
 

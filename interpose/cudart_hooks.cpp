@@ -64,7 +64,7 @@ GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t resu
                              stream);
   e.call.size = size;
   e.call.error = static_cast<int32_t>(result);
-  e.call.handle = reinterpret_cast<uint64_t>(pool);  // a FromPool call's pool: its used bytes (analysis/pools.h)
+  e.call.handle = reinterpret_cast<uint64_t>(pool);  // a FromPool call's pool: its used bytes (analysis/model/pools.h)
   e.device = memory_kind == MemoryKind::HostPinned ? -1 : current_device();
   if (result == cudaSuccess) {
     e.call.address = reinterpret_cast<uint64_t>(address);

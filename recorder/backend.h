@@ -8,7 +8,7 @@
 // With a driver-level backend, the cudart hooks only name the runtime call in progress (RuntimeApiScope),
 // so that an event seen as cuMemAlloc_v2 is reported as the cudaMalloc the app made.
 // Under `run --verify` the other driver-level backend records every event as well, under its own source, for the
-// cross-check that `report` makes (analysis/verify.h); it never counts.
+// cross-check that `report` makes (analysis/model/verify.h); it never counts.
 #pragma once
 
 #include <string>

@@ -1,5 +1,8 @@
 #include "analysis/read/devices.h"
 
+#include <algorithm>
+#include <string>
+
 namespace gmt::analysis {
 
 std::vector<DeviceInfo> read_devices(const TraceFile& trace) {
@@ -17,6 +20,15 @@ std::vector<DeviceInfo> read_devices(const TraceFile& trace) {
     devices.push_back(std::move(device));
   }
   return devices;
+}
+
+std::string describe_device(const std::vector<DeviceInfo>& devices, int64_t ordinal) {
+  std::string text = "device " + std::to_string(ordinal);
+  auto it = std::find_if(devices.begin(), devices.end(), [ordinal](const DeviceInfo& d) { return d.ordinal == ordinal; });
+  if (it == devices.end() || (!it->name && !it->uuid)) return text;
+  if (it->name) text += ": " + *it->name;
+  if (it->uuid) text += (it->name ? " (" : ": (") + *it->uuid + ")";
+  return text;
 }
 
 }  // namespace gmt::analysis

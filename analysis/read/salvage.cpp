@@ -283,22 +283,5 @@ SalvagedTrace salvage_trace(const std::string& path) {
   return salvaged;
 }
 
-Report analyze_trace_file(const std::string& path, const AnalyzeOptions& options) {
-  if (!truncation(path)) {
-    try {
-      const TraceFile trace = TraceFile::open(path);
-      return analyze_trace(trace, options);
-    } catch (const TraceDamaged&) {
-      // SQLite found the file malformed, at opening or halfway through: salvage what it still holds.
-    }
-  }
-  const SalvagedTrace salvaged = salvage_trace(path);
-  const TraceFile trace = TraceFile::open(salvaged.path());
-  Report report = analyze_trace(trace, options);
-  report.trace.path = path;
-  report.trace.complete = false;
-  report.trace.salvaged = salvaged.info().summary();
-  return report;
-}
 
 }  // namespace gmt::analysis

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "analysis/model.h"
 
 namespace gmt::analysis {
 
@@ -54,10 +53,5 @@ std::optional<std::string> truncation(const std::string& path);
 // Salvages the trace at `path` (which is only read). Throws TraceError when nothing usable could be read.
 SalvagedTrace salvage_trace(const std::string& path);
 
-// Opens and analyzes the trace at `path`; when it is damaged (truncation() says so, or SQLite finds it malformed),
-// salvages it and analyzes what was salvaged: report.trace.salvaged then says what was lost, and the trace is
-// incomplete. Throws TraceError for a trace that cannot be read at all (not a trace, a newer schema, nothing
-// salvageable).
-Report analyze_trace_file(const std::string& path, const AnalyzeOptions& options = {});
 
 }  // namespace gmt::analysis

@@ -5,13 +5,34 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "analysis/model.h"
 #include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
+
+// The module shown for Python frames: file, function and line are the Python source's.
+inline constexpr std::string_view kPythonModule = "python";
+
+struct Frame {
+  int64_t level = 0;                    // 0 is the innermost frame (the caller of the CUDA function)
+  uint64_t pc = 0;                      // return address as captured
+  std::optional<std::string> function;  // nullopt when the pc is not symbolized (or has no symbol)
+  std::optional<std::string> file;
+  std::optional<int64_t> line;
+  std::optional<std::string> module;  // full path of the module holding the pc, when known; kPythonModule
+  bool python = false;                // a Python frame (schema v5): pc is 0, module is kPythonModule
+  std::optional<uint64_t> module_offset;  // pc - the module's load base, when the module is known
+};
+
+struct Stack {
+  int64_t id = 0;             // 0: no stack was taken for the event
+  bool missing = false;       // id != 0 but the trace has no such row in `stacks`: frames stay empty
+  std::vector<Frame> frames;  // innermost first
+};
+
 
 // Turns stack ids into frames: stack_frames LEFT JOIN symbols, modules from symbols.module_id or, for pcs
 // without one, from the module whose mapped range holds the pc. Caches, since leaks and failures share

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "analysis/read/trace_tables.h"
+#include "schema/trace_schema.h"
 
 namespace gmt::analysis {
 

@@ -1,4 +1,4 @@
-"""Reports that lead with the answer (analysis/findings.h, analysis/stack_view.h), under the simulated runtime: the
+"""Reports that lead with the answer (analysis/model/findings.h, analysis/model/stack_view.h), under the simulated runtime: the
 findings block names each leak site of samples/leaky.cu by function and line before anything else, with the
 source line's text; no process or thread start frame appears anywhere in the text; a growing program has its
 growth among the findings; README's example is what the tool prints for the demo."""

@@ -32,7 +32,7 @@ def make_verify_trace(source_trace, path, drop=None, meta=None):
     for row in rows:
         memory = row[2] in MEMORY_KINDS
         # The order the backends write one call's records in: CUPTI's callback runs inside the driver wrapper's
-        # call, so it records an allocation first and a free second (analysis/verify.h).
+        # call, so it records an allocation first and a free second (analysis/model/verify.h).
         order = ((HOOKS, CUPTI) if row[2] == 2 else (CUPTI, HOOKS)) if memory else (row[4],)
         for source in order:
             if drop and memory and drop(row, source):

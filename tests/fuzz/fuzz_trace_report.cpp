@@ -10,8 +10,9 @@
 #include <cstdio>
 #include <string>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "analysis/read/trace_file.h"
 
 namespace {

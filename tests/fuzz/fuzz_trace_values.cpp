@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "analysis/read/trace_file.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -29,7 +30,7 @@ const char* const kMetaKeys[] = {
     gmt::schema::meta::kDroppedEvents, gmt::schema::meta::kSymbolized,   gmt::schema::meta::kBackendReason,
     gmt::schema::meta::kVerifyBackend, gmt::schema::meta::kVerifyUnavailable};
 
-// Values the backend keys really take, so that run --verify's cross-check (analysis/verify.cpp) runs on damaged
+// Values the backend keys really take, so that run --verify's cross-check (analysis/model/verify.cpp) runs on damaged
 // events: a random text would almost never name a backend.
 const char* const kBackendNames[] = {gmt::schema::backend_names::kHooks, gmt::schema::backend_names::kCupti,
                                      gmt::schema::backend_names::kRuntime};

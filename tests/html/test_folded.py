@@ -17,7 +17,7 @@ LEAKY_SITES = {
 
 
 # The process and thread start frames that the folded format drops at the outer end of a stack (as the text
-# report does: analysis/stack_view.h), with the unsymbolized libc/libstdc++ frames around them.
+# report does: analysis/model/stack_view.h), with the unsymbolized libc/libstdc++ frames around them.
 START_FUNCTIONS = {"_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
                    "start_thread", "clone", "clone3", "__clone", "__clone3"}
 RUNTIME_MODULES = ("libc.so", "libc-", "libstdc++", "libgcc_s", "ld-linux", "libm.so", "libpthread", "libdl")

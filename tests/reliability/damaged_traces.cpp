@@ -17,8 +17,9 @@
 #include <random>
 #include <string>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "analysis/read/salvage.h"
 #include "analysis/read/trace_file.h"
 

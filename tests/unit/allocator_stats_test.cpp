@@ -5,9 +5,10 @@
 
 #include <optional>
 
-#include "analysis/diff.h"
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/diff.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -1,7 +1,7 @@
-// Naming the allocator behind leaked memory from the leak groups' stacks (analysis/allocators.h).
+// Naming the allocator behind leaked memory from the leak groups' stacks (analysis/model/allocators.h).
 #include <gtest/gtest.h>
 
-#include "analysis/allocators.h"
+#include "analysis/model/allocators.h"
 
 namespace gmt::analysis {
 namespace {

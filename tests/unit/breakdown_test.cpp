@@ -2,9 +2,10 @@
 // total peak, worked out by hand in the comments.
 #include <gtest/gtest.h>
 
-#include "analysis/breakdown.h"
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/breakdown.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

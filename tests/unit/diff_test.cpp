@@ -4,8 +4,9 @@
 
 #include <memory>
 
-#include "analysis/diff.h"
-#include "analysis/model.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/diff.h"
+#include "analysis/model/report.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -5,8 +5,9 @@
 #include <map>
 #include <random>
 
-#include "analysis/fragmentation.h"
-#include "analysis/model.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/fragmentation.h"
+#include "analysis/model/report.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -2,8 +2,9 @@
 // too few events and a shutdown that frees everything.
 #include <gtest/gtest.h>
 
-#include "analysis/growth.h"
-#include "analysis/model.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/growth.h"
+#include "analysis/model/report.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

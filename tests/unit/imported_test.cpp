@@ -3,9 +3,10 @@
 // devices table names the devices. Every expected number is worked out in the comments.
 #include <gtest/gtest.h>
 
-#include "analysis/merge.h"
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/merge.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -1,10 +1,11 @@
-// The merged report (analysis/merge.h) on handmade traces: NCCL attribution by module, the outlier rule at
+// The merged report (analysis/model/merge.h) on handmade traces: NCCL attribution by module, the outlier rule at
 // its boundaries, leak stacks matched across processes by symbols, rank order.
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "analysis/merge.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/merge.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

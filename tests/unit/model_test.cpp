@@ -1,7 +1,8 @@
 // analyze_trace on handmade traces: every expected number is worked out by hand in the comments.
 #include <gtest/gtest.h>
 
-#include "analysis/model.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -6,7 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "analysis/model.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
 #include "analysis/read/ordered_events.h"
 #include "trace_builder.h"
 

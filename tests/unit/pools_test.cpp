@@ -1,12 +1,13 @@
-// Stream-ordered pools (analysis/pools.h): used bytes exact from the trace's own allocations at every moment, per
+// Stream-ordered pools (analysis/model/pools.h): used bytes exact from the trace's own allocations at every moment, per
 // pool (a created pool by its handle, the device's current pool, the graph pool), joined with the driver's sampled
-// reserved bytes; and fragmentation inside heaps (analysis/heap_fragmentation.h): holes at the peak and at the end.
+// reserved bytes; and fragmentation inside heaps (analysis/model/heap_fragmentation.h): holes at the peak and at the end.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -2,7 +2,8 @@
 // "python", grouped by source position like symbolized native frames; older traces read as before.
 #include <gtest/gtest.h>
 
-#include "analysis/model.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

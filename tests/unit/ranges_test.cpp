@@ -1,10 +1,11 @@
 // Memory by NVTX range, growth per repetition, range spans and the report's filters, on handmade traces
-// with exact numbers (analysis/ranges.h, analysis/filters.h).
+// with exact numbers (analysis/model/ranges.h, analysis/model/filters.h).
 #include <gtest/gtest.h>
 
-#include "analysis/model.h"
-#include "analysis/ranges.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/model/ranges.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -3,8 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

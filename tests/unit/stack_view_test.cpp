@@ -1,6 +1,6 @@
-// analysis/stack_view.h: whose code a frame is, the user's frame, start frames dropped, framework runs folded,
+// analysis/model/stack_view.h: whose code a frame is, the user's frame, start frames dropped, framework runs folded,
 // long C++ names shortened and stripped frames as module+0xOFFSET.
-#include "analysis/stack_view.h"
+#include "analysis/model/stack_view.h"
 
 #include <gtest/gtest.h>
 

@@ -4,9 +4,10 @@
 
 #include <fstream>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
-#include "analysis/suppressions.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
+#include "analysis/model/suppressions.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -1,5 +1,5 @@
 // The symbolizer reuses a function name for the next pc when no symbol starts or ends between the two
-// (analysis/symbolizer.cpp, function_name). Checked against libdw itself: for dense runs of pcs all over this
+// (analysis/read/symbolizer.cpp, function_name). Checked against libdw itself: for dense runs of pcs all over this
 // test binary (full .symtab, C++ names) and libc (stripped to .dynsym, full of aliases and weak symbols), every
 // name the symbolizer wrote must be exactly what dwfl_module_addrinfo answers for that pc alone.
 #include <elfutils/libdwfl.h>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/symbolizer.h"
+#include "analysis/read/symbolizer.h"
 #include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
 

@@ -1,7 +1,7 @@
 // The offline symbolizer against the test binary itself: pcs are real return addresses captured here, the
 // module map is this process's own (dl_iterate_phdr, as the recorder does), so function names and lines
 // are known exactly.
-#include "analysis/symbolizer.h"
+#include "analysis/read/symbolizer.h"
 
 #include <dlfcn.h>
 #include <elf.h>

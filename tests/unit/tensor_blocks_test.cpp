@@ -3,9 +3,10 @@
 // repetition), named by their Python line; read correctly although they arrive late in recording order.
 #include <gtest/gtest.h>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
-#include "analysis/tensor_blocks.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
+#include "analysis/model/tensor_blocks.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -4,8 +4,9 @@
 
 #include <algorithm>
 
-#include "analysis/model.h"
-#include "analysis/render_text_parts.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render_text_parts.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {
@@ -178,7 +179,7 @@ TEST(PeakStacksTest, EachDevicePeakListsWhatWasLiveThenLargestFirst) {
   EXPECT_EQ(report.totals.peak_time_ns, 35);
 }
 
-// Sizes above the change log's 1 GiB part size (analysis/timeline.h) are logged in parts: the peak, its stacks
+// Sizes above the change log's 1 GiB part size (analysis/model/timeline.h) are logged in parts: the peak, its stacks
 // and their counts, and the timeline must be exactly those of one change each.
 TEST(PeakStacksTest, AllocationsLargerThanALogPartAreCountedOnce) {
   constexpr int64_t kGiB = 1024 * kMiB;

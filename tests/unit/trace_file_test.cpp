@@ -5,7 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/model.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
 #include "analysis/read/trace_file.h"
 #include "trace_builder.h"
 

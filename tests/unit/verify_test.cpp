@@ -1,12 +1,13 @@
-// run --verify's cross-check (analysis/verify.h): the matching on its own, then whole traces where both driver-level
+// run --verify's cross-check (analysis/model/verify.h): the matching on its own, then whole traces where both driver-level
 // backends recorded, as `run --verify` writes them: every figure counts each allocation once, a missing event is
 // found and named by its backend, call, size and stack, and the report says so first.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "analysis/model.h"
-#include "analysis/render.h"
-#include "analysis/verify.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
+#include "analysis/model/verify.h"
 #include "analysis/read/events.h"
 #include "trace_builder.h"
 

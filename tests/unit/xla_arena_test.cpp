@@ -1,13 +1,14 @@
-// JAX/XLA's preallocated arena (analysis/allocators.h is_xla_arena, docs/analysis.md "JAX/XLA's preallocated
+// JAX/XLA's preallocated arena (analysis/model/allocators.h is_xla_arena, docs/analysis.md "JAX/XLA's preallocated
 // arena"): the CUDA-level allocations XLA's BFC allocator made and never gave back are cached at exit, not leaked;
 // the verdict says nothing about JAX's buffers inside; XLA's buffers allocated one by one stay leaks.
 #include <gtest/gtest.h>
 
-#include "analysis/allocators.h"
-#include "analysis/findings.h"
+#include "analysis/model/allocators.h"
+#include "analysis/model/analyze.h"
+#include "analysis/model/findings.h"
 #include "analysis/format.h"
-#include "analysis/model.h"
-#include "analysis/render.h"
+#include "analysis/model/report.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

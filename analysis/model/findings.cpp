@@ -1,0 +1,211 @@
+// Findings from a Report (analysis/model/findings.h).
+#include "analysis/model/findings.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "analysis/format.h"
+#include "analysis/model/stack_view.h"
+
+namespace gmt::analysis {
+namespace {
+
+std::string count_of(uint64_t count, const char* singular, const char* plural_form) {
+  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
+}
+
+// The text of line `line` of `path`, trimmed, when the file is readable here (the report may run on another
+// machine than the app: then there is none). Files are read once per report.
+class SourceLines {
+ public:
+  std::string line(const std::string& path, int64_t number) {
+    if (number <= 0) return "";
+    auto [it, added] = files_.try_emplace(path);
+    if (added) {
+      std::ifstream in(path);
+      std::string text;
+      // A source file of more than 200k lines is not worth reading for one line of a report.
+      while (in && it->second.size() < 200'000 && std::getline(in, text)) it->second.push_back(text);
+    }
+    const std::vector<std::string>& lines = it->second;
+    if (static_cast<size_t>(number) > lines.size()) return "";
+    const std::string& text = lines[static_cast<size_t>(number) - 1];
+    const size_t begin = text.find_first_not_of(" \t");
+    if (begin == std::string::npos) return "";
+    const size_t end = text.find_last_not_of(" \t\r");
+    std::string trimmed = text.substr(begin, end - begin + 1);
+    if (trimmed.size() > 120) trimmed = trimmed.substr(0, 117) + "...";
+    return trimmed;
+  }
+
+ private:
+  std::map<std::string, std::vector<std::string>> files_;
+};
+
+// What an API is called in a via line: PyTorch's block actions are its caching allocator's.
+std::string api_name(schema::Api api) {
+  switch (api) {
+    case schema::Api::torchBlockAlloc: return "PyTorch's caching allocator";
+    case schema::Api::nvtxMemRegionsRegister: return "an NVTX-memory-API heap";
+    default: return std::string(schema::to_string(api));
+  }
+}
+
+// A frame's place in a via line: its module, or a Python frame's package and function.
+std::string via_part(const Frame& frame) {
+  if (frame.python) {
+    const std::string file = frame.file.value_or("?");
+    const size_t packages = file.find("-packages/");
+    std::string where = path_basename(file);
+    if (packages != std::string::npos) {
+      const size_t start = packages + 10;
+      where = file.substr(start, file.find('/', start) - start);
+    }
+    return where + " `" + frame.function.value_or("?") + "`";
+  }
+  if (frame.module) return path_basename(*frame.module);
+  return "??";
+}
+
+// "torch `linear` -> libtorch_cuda.so -> libc10_cuda.so -> cudaMalloc": the frames under the user's frame,
+// outermost first, one part per run of the same module, then the API that allocated.
+std::string via_line(const Stack& stack, const Frame* user, const std::vector<schema::Api>& apis) {
+  const std::vector<const Frame*> frames = frames_without_start(stack);
+  size_t below = frames.size();  // frames [0, below) lie under the user's frame
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (frames[i] == user) below = i;
+  }
+  std::vector<std::string> parts;
+  for (size_t i = below; i-- > 0;) {
+    if (frame_owner(*frames[i]) == FrameOwner::Profiler) continue;
+    std::string part = via_part(*frames[i]);
+    if (parts.empty() || parts.back() != part) parts.push_back(std::move(part));
+  }
+  if (parts.size() > 6) {  // a deep library stack: its ends say where it went
+    const size_t dropped = parts.size() - 4;
+    parts.erase(parts.begin() + 2, parts.end() - 2);
+    parts.insert(parts.begin() + 2, fmt::format("({} more)", dropped));
+  }
+  for (schema::Api api : apis) {
+    std::string name = api_name(api);
+    if (parts.empty() || parts.back() != name) parts.push_back(std::move(name));
+  }
+  std::string line;
+  for (const std::string& part : parts) line += (line.empty() ? "" : " -> ") + part;
+  return line;
+}
+
+Finding named_at(FindingKind kind, uint64_t bytes, std::string verdict, const Stack& stack,
+                 const std::vector<schema::Api>& apis, SourceLines& sources) {
+  Finding finding;
+  finding.kind = kind;
+  finding.bytes = bytes;
+  finding.verdict = std::move(verdict);
+  finding.stack_id = stack.id;
+  const Frame* user = user_frame(stack);
+  if (user) {
+    finding.user_frame = frame_label(*user);
+    if (user->file && user->line) finding.source_text = sources.line(*user->file, *user->line);
+  }
+  finding.via = via_line(stack, user, apis);
+  return finding;
+}
+
+std::string device_name(int64_t device) { return device < 0 ? "host memory" : fmt::format("device {}", device); }
+
+}  // namespace
+
+std::string_view to_string(FindingKind kind) {
+  switch (kind) {
+    case FindingKind::Leak: return "leak";
+    case FindingKind::Growth: return "growth";
+    case FindingKind::RangeGrowth: return "range_growth";
+    case FindingKind::FailedAllocation: return "failed_allocation";
+  }
+  return "unknown";
+}
+
+std::vector<Finding> findings_of(const Report& report) {
+  SourceLines sources;
+  std::vector<Finding> findings;
+  // Memory live at the end of a trace that may be missing events (a crash, dropped events) is not a verdict. JAX/XLA's
+  // arena, whose buffers are unknown, is in no leak group and leaves the others exact (model.h listed_leaks_exact).
+  const bool trusted_end = report.trace.complete && report.trace.dropped_events == 0 && listed_leaks_exact(report);
+  for (const LeakGroup& group : report.leaks) {
+    std::string verdict =
+        fmt::format("{}: {} in {} {}", trusted_end ? "leak" : "live at the end of an incomplete trace",
+                    format_bytes(group.bytes), count_of(group.count, "allocation", "allocations"),
+                    trusted_end ? "still held at exit" : "(not necessarily leaked)");
+    Finding finding = named_at(FindingKind::Leak, group.bytes, std::move(verdict), group.stack, group.apis, sources);
+    if (group.first_alloc_ns != group.last_alloc_ns) {
+      finding.detail = fmt::format("allocated from {} to {}", format_duration(group.first_alloc_ns),
+                                   format_duration(group.last_alloc_ns));
+    }
+    findings.push_back(std::move(finding));
+  }
+  for (const GrowthFinding& growth : report.growth.findings) {
+    const uint64_t grown =
+        growth.end_low_bytes > growth.start_low_bytes ? growth.end_low_bytes - growth.start_low_bytes : 0;
+    std::string verdict =
+        fmt::format("steady growth on {}: +{} that stayed allocated between {} and {}", device_name(growth.device),
+                    format_bytes(grown), format_duration(growth.start_time_ns), format_duration(growth.end_time_ns));
+    const Stack empty;
+    const Stack& stack = growth.stacks.empty() ? empty : growth.stacks.front().stack;
+    Finding finding = named_at(FindingKind::Growth, grown, std::move(verdict), stack, {}, sources);
+    for (const GrowthDevice& device : report.growth.devices) {
+      if (device.device != growth.device) continue;
+      finding.detail = fmt::format("the low watermark rose in {} of {} windows", device.rising_steps, device.steps);
+    }
+    if (!growth.stacks.empty()) {
+      const GrowthStack& top = growth.stacks.front();
+      finding.detail += fmt::format("{}the largest growth at one line: +{}", finding.detail.empty() ? "" : "; ",
+                                    format_bytes(top.end_bytes - top.start_bytes));
+    }
+    findings.push_back(std::move(finding));
+  }
+  for (const RangeGrowth& range : report.ranges.growth) {
+    const uint64_t per = static_cast<uint64_t>(std::max(0.0, std::round(range.bytes_per_iteration)));
+    const uint64_t grown = static_cast<uint64_t>(std::max(0.0, range.fitted_rise_bytes));
+    std::string name = range.domain.empty() ? range.name : range.domain + "::" + range.name;
+    std::string verdict = fmt::format("NVTX range `{}` keeps +{} per repetition ({} over {} repetitions)", name,
+                                      format_bytes(per), format_bytes(grown), range.iterations);
+    const Stack empty;
+    const Stack& stack = range.stacks.empty() ? empty : range.stacks.front().stack;
+    Finding finding = named_at(FindingKind::RangeGrowth, grown, std::move(verdict), stack, {}, sources);
+    finding.detail =
+        fmt::format("live bytes at the range's end rose in {} of {} steps", range.rising_steps, range.steps);
+    findings.push_back(std::move(finding));
+  }
+  for (const AllocFailure& failure : report.failures) {
+    std::string verdict = fmt::format("failed allocation of {} on {}: {}", format_bytes(failure.requested_bytes),
+                                      device_name(failure.device), failure.label);
+    // A framework allocator's failure, at the level it happened: its cache, not the device.
+    if (failure.heap_source && failure.heap) {
+      const HeapSpace& heap = *failure.heap;
+      verdict = failure.label == "heap fragmentation"
+                    ? fmt::format("failed allocation of {} on {}: fragmentation inside {}'s cache ({} free in it, "
+                                  "largest free block {})",
+                                  format_bytes(failure.requested_bytes), device_name(failure.device), failure.allocator,
+                                  format_bytes(heap.free_bytes), format_bytes(heap.largest_free_bytes))
+                    : fmt::format("failed allocation of {} on {}: out of memory in {} ({} free in its cache)",
+                                  format_bytes(failure.requested_bytes), device_name(failure.device),
+                                  failure.allocator, format_bytes(heap.free_bytes));
+    }
+    Finding finding = named_at(FindingKind::FailedAllocation, failure.requested_bytes, std::move(verdict),
+                               failure.stack, {failure.api}, sources);
+    if (failure.device_free) {
+      finding.detail =
+          fmt::format("{} of the device was free then", format_bytes(static_cast<uint64_t>(*failure.device_free)));
+    }
+    findings.push_back(std::move(finding));
+  }
+  std::stable_sort(findings.begin(), findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.bytes > b.bytes; });
+  return findings;
+}
+
+}  // namespace gmt::analysis

@@ -1,0 +1,19 @@
+// The HTML report's page, internal to analysis/: render_html.cpp fills its three placeholders. The page is
+// analysis/render/assets/report.html (inline CSS and script, nothing fetched from the network; the script reads the
+// Report's JSON from the #gmt-report-data element and builds every plot and table with createElement and
+// textContent, never innerHTML, so no name from the trace can become markup), embedded at build time
+// (cmake/embed_text.cmake).
+#pragma once
+
+#include <string_view>
+
+namespace gmt::analysis {
+
+// Placeholders, each exactly once in the page, in this order.
+inline constexpr std::string_view kHtmlTitleSlot = "@@GMT_TITLE@@";    // escaped text
+inline constexpr std::string_view kHtmlHeaderSlot = "@@GMT_HEADER@@";  // markup built from escaped text
+inline constexpr std::string_view kHtmlDataSlot = "@@GMT_DATA@@";      // JSON with '<', '>' and '&' as \u00XX
+
+std::string_view html_report_template();
+
+}  // namespace gmt::analysis
