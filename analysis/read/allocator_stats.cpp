@@ -14,8 +14,7 @@ std::optional<uint64_t> optional_bytes(const Statement& s, int column) {
 
 bool for_each_allocator_sample(const TraceFile& trace, const std::function<void(const AllocatorStatsRow&)>& each) {
   // The table's existence decides, not the schema version (as for pool_usage).
-  Statement exists(trace, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'allocator_stats'");
-  if (!exists.step()) return false;
+  if (!trace.has_table("allocator_stats")) return false;
   Statement rows(trace,
                  "SELECT time_ns, device, allocator, trigger, in_use_bytes, reserved_bytes, inactive_split_bytes, "
                  "alloc_retries, ooms, request_bytes FROM allocator_stats ORDER BY time_ns, rowid");

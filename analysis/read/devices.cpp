@@ -7,8 +7,7 @@ namespace gmt::analysis {
 
 std::vector<DeviceInfo> read_devices(const TraceFile& trace) {
   std::vector<DeviceInfo> devices;
-  Statement exists(trace, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'devices'");
-  if (!exists.step()) return devices;
+  if (!trace.has_table("devices")) return devices;
   Statement rows(trace, "SELECT ordinal, name, uuid, total_bytes, pci_bus_id FROM devices ORDER BY ordinal");
   while (rows.step()) {
     DeviceInfo device;
