@@ -105,8 +105,12 @@ void append_tensor_blocks(std::string& out, const Report& report, const RenderOp
     out += fmt::format("  unmatched frees     {} (blocks allocated before the mode started)\n", totals.unmatched_frees);
   }
   if (blocks.overruns > 0) {
-    out += fmt::format("warning: PyTorch's history ring overran {}: some tensor blocks are missing (raise "
-                       "GMT_TORCH_BLOCKS_ENTRIES)\n", count_of(blocks.overruns, "time", "times"));
+    // Only traces of schema v6, whose blocks were drained from PyTorch's memory history ring, have overruns: the
+    // setting that sized that ring is gone with it, so the warning names no setting.
+    out += fmt::format("warning: PyTorch's history ring overran {}: some tensor blocks are missing (a trace of an "
+                       "earlier gpumemtrace, which read blocks from that ring; this one records every block as it is "
+                       "allocated)\n",
+                       count_of(blocks.overruns, "time", "times"));
   }
   append_block_growth(out, blocks, options);
   append_alive_at_exit(out, blocks, options);

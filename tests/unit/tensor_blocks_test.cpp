@@ -166,6 +166,7 @@ TEST(TensorBlocksTest, OverrunsAndTheSectionAreRendered) {
   std::string text = render_text(report);
   EXPECT_NE(text.find("PyTorch tensors (block-level"), std::string::npos) << text;
   EXPECT_NE(text.find("overran 3 times"), std::string::npos) << text;
+  EXPECT_EQ(text.find("GMT_"), std::string::npos) << text;  // the ring's setting is gone: none to raise
   EXPECT_NE(text.find("tensors alive at exit: 100.00 MiB"), std::string::npos) << text;
   EXPECT_NE(text.find("at Model.forward /src/train.py:42"), std::string::npos) << text;
   std::string json = render_json(report);
