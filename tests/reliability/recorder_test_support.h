@@ -13,6 +13,7 @@
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 #include "recorder/settings.h"
+#include "schema/environment.h"
 
 namespace gmt_test {
 
@@ -61,8 +62,8 @@ inline void record_one(gmt::schema::EventKind kind, uint64_t address, uint64_t s
 
 inline void use_trace(const std::string& path) {
   unlink(path.c_str());
-  setenv("GMT_OUTPUT", path.c_str(), 1);
-  unsetenv("GMT_ROOT_PID");
+  setenv(gmt::schema::env::kOutput, path.c_str(), 1);
+  unsetenv(gmt::schema::env::kRootPid);
   gmt::recorder::load_settings_from_environment();
 }
 

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "schema/environment.h"
+
 namespace {
 
 constexpr std::size_t kKiB = 1024;
@@ -27,9 +29,9 @@ constexpr std::size_t kDeviceBytes = 64 * kMiB;
 // Static initialisation runs before main(), so before any CUDA call creates the runtime: the same
 // two-device machine for every test, whatever the calling environment says.
 [[maybe_unused]] const bool g_machine_configured = [] {
-  setenv("GMT_SIM_DEVICE_COUNT", "2", 1);
-  setenv("GMT_SIM_DEVICE_BYTES", "64M", 1);
-  setenv("GMT_SIM_QUIET", "1", 1);
+  setenv(gmt::schema::env::kSimDeviceCount, "2", 1);
+  setenv(gmt::schema::env::kSimDeviceBytes, "64M", 1);
+  setenv(gmt::schema::env::kSimQuiet, "1", 1);
   return true;
 }();
 
@@ -40,7 +42,7 @@ protected:
 
   // Resets both devices with a new capacity; leaves device 0 current and no error pending.
   static void use_capacity(const char* bytes) {
-    setenv("GMT_SIM_DEVICE_BYTES", bytes, 1);
+    setenv(gmt::schema::env::kSimDeviceBytes, bytes, 1);
     for (int device = 1; device >= 0; --device) {
       ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
       ASSERT_EQ(cudaDeviceReset(), cudaSuccess);
