@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`gpumemtrace report` on traces of 1, 10 and 50 million events: wall seconds, CPU seconds and peak
-resident memory, for this build and (side by side, interleaved) a baseline build. Target (issue 8): 10
-million events in < 10 s and < 1 GiB on a 2-core machine, growing linearly.
+resident memory, for this build and (side by side, interleaved) a baseline build, with this build run twice as
+an A/A control. Target (issue 8): 10 million events in < 10 s and < 1 GiB on a 2-core machine, growing linearly.
 
 The traces: bench/event_flood (8 threads of cudaMalloc+cudaFree pairs) profiled once for the base size, then
 grown by copying its events with shifted times (each copy allocates and frees like the original, so the
@@ -84,6 +84,9 @@ def main():
         args.millions, args.rounds = [0.02, 0.04], 1
     clis = [("this build", benchlib.paths(args.build)["cli"])]
     if args.baseline:
+        # The A/A control: this build again, as a case of its own, so that the spread between two identical cases
+        # says how much of a difference to the baseline is the machine's.
+        clis.append(("this build again (A/A)", benchlib.paths(args.build)["cli"]))
         clis.append(("baseline", benchlib.paths(args.baseline)["cli"]))
     with tempfile.TemporaryDirectory(dir=os.environ.get("GMT_BENCH_TMP")) as tmp:
         base = os.path.join(tmp, "base.db")
@@ -100,9 +103,9 @@ def main():
             figures = {(name, label): [] for name, _ in clis for label, _ in variants}
             outputs = {}
             for _ in range(args.rounds):
-                for name, cli in clis:
+                for case, (name, cli) in enumerate(clis):
                     for label, path in variants:
-                        out = os.path.join(tmp, f"{name.replace(' ', '_')}{label != ''}.json")
+                        out = os.path.join(tmp, f"case{case}{label != ''}.json")
                         figures[(name, label)].append(
                             benchlib.run_measured([cli, "report", "--format", "json", "-o", out, path]))
                         outputs[(name, label)] = out

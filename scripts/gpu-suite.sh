@@ -55,7 +55,7 @@ elif [ -z "${GMT_ONLY_BENCH:-}" ]; then
 fi
 # The benchmarks (docs/benchmarks.md). A device call is limited to 10 minutes: on a warm machine, run the tests
 # in one call and GMT_ONLY_BENCH=1 scripts/gpu-suite.sh in the next (the build is reused). GMT_BENCHES picks
-# which of them run (default: all four); GMT_SKIP_BENCH=1 runs none.
+# which of them run (default: all four; pairs_ab on request); GMT_SKIP_BENCH=1 runs none.
 benches=" ${GMT_BENCHES:-overhead torch_step torch_step_ab torch_blocks} "
 bench_wanted() { [ -z "${GMT_SKIP_BENCH:-}" ] && [[ "$benches" == *" $1 "* ]]; }
 # Side-by-side overhead on the real GPU.
@@ -67,6 +67,10 @@ bench_wanted overhead && python3 bench/overhead.py "$build" "${GMT_OVERHEAD_ROUN
 bench_wanted torch_step && python3 bench/torch_step.py "$build" "${GMT_TORCH_ROUNDS:-5}" ${GMT_TORCH_ARGS:-} 2>&1 | tee "$out/torch_step.txt"
 # The same step with recording switched on and off inside one process (the figure for the 0.5% target).
 bench_wanted torch_step_ab && python3 bench/torch_step_ab.py "$build" ${GMT_TORCH_AB_ARGS:-} 2>&1 | tee "$out/torch_step_ab.txt"
+# The cost per allocation+free pair inside one process under each backend, with a carried baseline's `before:`
+# columns from the same rounds (not in the default list: GMT_BENCHES=pairs_ab).
+bench_wanted pairs_ab && python3 bench/pairs_ab.py "$build" --backends hooks,cupti "${baseline_args[@]}" 2>&1 |
+  tee "$out/pairs_ab.txt"
 # PyTorch's tensor blocks: their cost per tensor inside one process, and the sustained rate with nothing dropped.
 bench_wanted torch_blocks && python3 bench/torch_blocks.py "$build" 2>&1 | tee "$out/torch_blocks.txt"
 # CPU-side figures on this idle host, the writer pinned to two cores like the build machine (GMT_CPU_BENCH=1).
