@@ -48,38 +48,22 @@ std::string path_basename(const std::string& path) {
 
 std::string cuda_error_name(int64_t code) {
   switch (code) {
-    case 0:
-      return "cudaSuccess";
-    case 1:
-      return "cudaErrorInvalidValue";
-    case 2:
-      return "cudaErrorMemoryAllocation";
-    case 3:
-      return "cudaErrorInitializationError";
-    case 4:
-      return "cudaErrorCudartUnloading";
-    case 35:
-      return "cudaErrorInsufficientDriver";
-    case 46:
-      return "cudaErrorDevicesUnavailable";
-    case 100:
-      return "cudaErrorNoDevice";
-    case 101:
-      return "cudaErrorInvalidDevice";
-    case 201:
-      return "cudaErrorDeviceUninitialized";
-    case 400:
-      return "cudaErrorInvalidResourceHandle";
-    case 700:
-      return "cudaErrorIllegalAddress";
-    case 709:
-      return "cudaErrorContextIsDestroyed";
-    case 801:
-      return "cudaErrorNotSupported";
-    case 999:
-      return "cudaErrorUnknown";
-    default:
-      return fmt::format("error {}", code);
+    case 0: return "cudaSuccess";
+    case 1: return "cudaErrorInvalidValue";
+    case 2: return "cudaErrorMemoryAllocation";
+    case 3: return "cudaErrorInitializationError";
+    case 4: return "cudaErrorCudartUnloading";
+    case 35: return "cudaErrorInsufficientDriver";
+    case 46: return "cudaErrorDevicesUnavailable";
+    case 100: return "cudaErrorNoDevice";
+    case 101: return "cudaErrorInvalidDevice";
+    case 201: return "cudaErrorDeviceUninitialized";
+    case 400: return "cudaErrorInvalidResourceHandle";
+    case 700: return "cudaErrorIllegalAddress";
+    case 709: return "cudaErrorContextIsDestroyed";
+    case 801: return "cudaErrorNotSupported";
+    case 999: return "cudaErrorUnknown";
+    default: return fmt::format("error {}", code);
   }
 }
 

@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    cudaError_t err = (call);                                                              \
-    if (err != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err));             \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+#define CHECK(call)                                                            \
+  do {                                                                         \
+    cudaError_t err = (call);                                                  \
+    if (err != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(err)); \
+      std::exit(1);                                                            \
+    }                                                                          \
   } while (0)

@@ -19,9 +19,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -190,8 +190,10 @@ int main(int argc, char** argv) {
     for (int t = 0; t < c.threads; ++t) {
       for (void*& p : live[t]) {
         if (!p) continue;
-        if (c.async) CHECK(cudaFreeAsync(p, streams[t]));
-        else CHECK(cudaFree(p));
+        if (c.async)
+          CHECK(cudaFreeAsync(p, streams[t]));
+        else
+          CHECK(cudaFree(p));
       }
       if (t > 0) {
         CHECK(cudaStreamSynchronize(streams[t]));

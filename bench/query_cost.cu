@@ -25,8 +25,7 @@ double ns_per_call(int calls, Body body) {
   for (int r = 0; r < 5; ++r) {
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) body();
-    runs.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
-                   calls);
+    runs.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / calls);
   }
   std::sort(runs.begin(), runs.end());
   return runs[runs.size() / 2];

@@ -1,7 +1,7 @@
 #include "cli/ci_gates.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 
@@ -77,8 +77,9 @@ const char* gate_option_given(const ReportGates& gates) {
 
 int check_gates_apply(const analysis::Report& report, const ReportGates& gates) {
   if (gates.fail_on_disagreement && !report.cross_check) {
-    fmt::print(stderr, "gpumemtrace: --fail-on-disagreement: '{}' was not recorded with `gpumemtrace run --verify`: "
-                       "it holds one backend's events, nothing to cross-check\n",
+    fmt::print(stderr,
+               "gpumemtrace: --fail-on-disagreement: '{}' was not recorded with `gpumemtrace run --verify`: "
+               "it holds one backend's events, nothing to cross-check\n",
                report.trace.path);
     return kExitBadInput;
   }
@@ -91,9 +92,9 @@ static bool refuse_incomplete(const analysis::Report& report, const ReportGates&
   if (!gate || gates.allow_incomplete || analysis::supports_verdict(report.trace)) return false;
   const analysis::TraceInfo& trace = report.trace;
   std::string why = !trace.complete ? fmt::format("it is incomplete ({})", analysis::incomplete_reason(trace))
-                    : trace.dropped_events > 0
-                        ? fmt::format("{} event{} lost", trace.dropped_events, trace.dropped_events == 1 ? " was" : "s were")
-                        : analysis::frees_after_close_text(trace);
+                    : trace.dropped_events > 0 ? fmt::format("{} event{} lost", trace.dropped_events,
+                                                             trace.dropped_events == 1 ? " was" : "s were")
+                                               : analysis::frees_after_close_text(trace);
   fmt::print(stderr, "gpumemtrace: {}: no verdict on '{}': {}; --allow-incomplete judges the events it holds\n",
              gate_option_given(gates), trace.path, why);
   return true;
@@ -109,8 +110,9 @@ int check_gates(const analysis::Report& report, const ReportGates& gates) {
                  check.unavailable.value_or("the trace does not say why"));
       exit_code = kExitFindings;
     } else if (check.disagreements() > 0) {
-      fmt::print(stderr, "gpumemtrace: --fail-on-disagreement failed: {} event{} seen by only one backend ({} only by "
-                         "{}, {} only by {}; {} matched)\n",
+      fmt::print(stderr,
+                 "gpumemtrace: --fail-on-disagreement failed: {} event{} seen by only one backend ({} only by "
+                 "{}, {} only by {}; {} matched)\n",
                  check.disagreements(), check.disagreements() == 1 ? "" : "s", check.only_counting,
                  check.counting_backend, check.only_checking, check.checking_backend, check.matched);
       exit_code = kExitFindings;
@@ -118,7 +120,8 @@ int check_gates(const analysis::Report& report, const ReportGates& gates) {
   }
   const analysis::Totals& totals = report.totals;
   if (gates.fail_on_leak && totals.leaked_bytes > *gates.fail_on_leak) {
-    fmt::print(stderr, "gpumemtrace: --fail-on-leak failed: {} leaked in {} allocation{} from {} ({} over the allowed {})\n",
+    fmt::print(stderr,
+               "gpumemtrace: --fail-on-leak failed: {} leaked in {} allocation{} from {} ({} over the allowed {})\n",
                analysis::format_bytes_exact(totals.leaked_bytes), totals.leaked_allocations,
                totals.leaked_allocations == 1 ? "" : "s",
                report.leak_groups_total == 1 ? "1 call stack" : fmt::format("{} call stacks", report.leak_groups_total),
@@ -134,8 +137,9 @@ int check_gates(const analysis::Report& report, const ReportGates& gates) {
   }
   if (gates.fail_on_leak && totals.leaked_bytes <= *gates.fail_on_leak &&
       totals.leaked_bytes + unknown_bytes > *gates.fail_on_leak) {
-    fmt::print(stderr, "gpumemtrace: --fail-on-leak failed: {} leaked, and {} reserved by framework allocators at "
-                       "exit whose blocks were not all recorded (what the app held in it is unknown)\n",
+    fmt::print(stderr,
+               "gpumemtrace: --fail-on-leak failed: {} leaked, and {} reserved by framework allocators at "
+               "exit whose blocks were not all recorded (what the app held in it is unknown)\n",
                analysis::format_bytes_exact(totals.leaked_bytes), analysis::format_bytes_exact(unknown_bytes));
     for (const analysis::HeapAtExit& heap : report.heaps) {  // JAX/XLA's arena: how to have its buffers recorded
       if (heap.opaque) fmt::print(stderr, "gpumemtrace:   {}: {}\n", heap.allocator, heap.note);
@@ -152,8 +156,8 @@ int check_gates(const analysis::Report& report, const ReportGates& gates) {
       devices += fmt::format(" grew {} at {}/s", analysis::format_bytes(rise),
                              analysis::format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s))));
     }
-    fmt::print(stderr, "gpumemtrace: --fail-on-growth failed: {} growth finding{}: {}\n",
-               report.growth.findings.size(), report.growth.findings.size() == 1 ? "" : "s", devices);
+    fmt::print(stderr, "gpumemtrace: --fail-on-growth failed: {} growth finding{}: {}\n", report.growth.findings.size(),
+               report.growth.findings.size() == 1 ? "" : "s", devices);
     exit_code = kExitFindings;
   }
   return exit_code;

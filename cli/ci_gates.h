@@ -20,7 +20,7 @@ struct ReportGates {
   std::optional<uint64_t> fail_on_leak;  // fail when leaked bytes (after suppressions) exceed this
   bool fail_on_growth = false;
   bool fail_on_disagreement = false;  // run --verify traces: fail when the backends disagree or did not compare
-  bool allow_incomplete = false;  // judge an incomplete trace (or one with lost events) by what it holds
+  bool allow_incomplete = false;      // judge an incomplete trace (or one with lost events) by what it holds
   std::vector<std::string> suppression_files;
 };
 

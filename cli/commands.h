@@ -14,7 +14,7 @@ namespace gmt::cli {
 
 using CommandAction = std::function<int()>;
 
-CommandAction add_run_command(CLI::App& app);        // cli/run_command.cpp
+CommandAction add_run_command(CLI::App& app);  // cli/run_command.cpp
 // `run [options] -- app args`: main() splits argv at the first "--" and hands the app's part over here, so
 // that CLI11 never parses the app's own options.
 void set_run_app_argv(std::vector<std::string> app_argv);

@@ -1,7 +1,7 @@
 // `gpumemtrace diff base.db new.db`: compare two runs for CI (analysis/model/diff.h): peak, leaks per call stack
 // and growth findings, exit 1 on a regression when asked.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -10,8 +10,8 @@
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/diff.h"
-#include "analysis/read/salvage.h"
 #include "analysis/model/report.h"
+#include "analysis/read/salvage.h"
 #include "analysis/read/trace_file.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"
@@ -50,7 +50,8 @@ void parse_threshold(const std::string& text, analysis::DiffOptions& options) {
     valid = false;  // CLI11 throws for an unknown unit; the message below names the option
   }
   if (!valid) {
-    throw CLI::ValidationError("--threshold", "'" + text + "' is neither a size (4096, 64KiB, 1MiB) nor a percentage (5%)");
+    throw CLI::ValidationError("--threshold",
+                               "'" + text + "' is neither a size (4096, 64KiB, 1MiB) nor a percentage (5%)");
   }
   options.threshold_bytes = bytes;
 }
@@ -117,9 +118,8 @@ int run_diff(const DiffCommandOptions& options) {
 CommandAction add_diff_command(CLI::App& app) {
   auto options = std::make_shared<DiffCommandOptions>();
   CLI::App* command = app.add_subcommand(
-      "diff",
-      "Compare two traces of the same program (e.g. main against a change): peak (total and per device), "
-      "leaks per call stack (matched by function, file and line, not by address) and growth findings.");
+      "diff", "Compare two traces of the same program (e.g. main against a change): peak (total and per device), "
+              "leaks per call stack (matched by function, file and line, not by address) and growth findings.");
   command->add_option("base", options->base_path, "The trace to compare against")->required()->type_name("BASE");
   command->add_option("new", options->new_path, "The trace under test")->required()->type_name("NEW");
   command->add_option("--format", options->format, "Output format: text for people, json for scripts")
@@ -137,17 +137,16 @@ CommandAction add_diff_command(CLI::App& app) {
           "(5%); default 0: any growth")
       ->type_name("SIZE|N%");
   add_suppression_option(*command, options->suppression_files);
-  command->footer(
-      "Examples:\n"
-      "  gpumemtrace diff base.db new.db                         what changed, as text\n"
-      "  gpumemtrace diff base.db new.db --fail-on-regression    exit 1 on any regression\n"
-      "  gpumemtrace diff base.db new.db --fail-on-regression --threshold 5%\n"
-      "                                                          allow 5% more peak and leaked bytes\n"
-      "  gpumemtrace diff base.db new.db --format json -o diff.json --suppressions known.supp\n"
-      "\n"
-      "Exit status: 0 when the diff was written (and, with --fail-on-regression, nothing regressed),\n"
-      "1 when --fail-on-regression found a regression, 2 when a trace or a suppressions file cannot be\n"
-      "read (or an option is wrong), 3 on an internal error.\n");
+  command->footer("Examples:\n"
+                  "  gpumemtrace diff base.db new.db                         what changed, as text\n"
+                  "  gpumemtrace diff base.db new.db --fail-on-regression    exit 1 on any regression\n"
+                  "  gpumemtrace diff base.db new.db --fail-on-regression --threshold 5%\n"
+                  "                                                          allow 5% more peak and leaked bytes\n"
+                  "  gpumemtrace diff base.db new.db --format json -o diff.json --suppressions known.supp\n"
+                  "\n"
+                  "Exit status: 0 when the diff was written (and, with --fail-on-regression, nothing regressed),\n"
+                  "1 when --fail-on-regression found a regression, 2 when a trace or a suppressions file cannot be\n"
+                  "read (or an option is wrong), 3 on an internal error.\n");
   return [options] { return run_diff(*options); };
 }
 

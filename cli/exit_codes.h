@@ -9,14 +9,14 @@
 namespace gmt::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFindings = 1;      // a gate (--fail-on-leak, ...) failed
-inline constexpr int kExitBadInput = 2;      // bad options, missing/unreadable/foreign/newer trace files
-inline constexpr int kExitInternal = 3;      // a bug or an environment problem in gpumemtrace itself
+inline constexpr int kExitFindings = 1;  // a gate (--fail-on-leak, ...) failed
+inline constexpr int kExitBadInput = 2;  // bad options, missing/unreadable/foreign/newer trace files
+inline constexpr int kExitInternal = 3;  // a bug or an environment problem in gpumemtrace itself
 // A gate was asked for a verdict on a trace that cannot give one: it is incomplete (the process crashed or was
 // killed, recording stopped early) or events were lost, so "no leak" would be a guess. --allow-incomplete
 // judges what the trace holds instead.
 inline constexpr int kExitIncompleteTrace = 4;
-inline constexpr int kExitRunFailed = 125;   // `run`: gpumemtrace failed before the app started
+inline constexpr int kExitRunFailed = 125;  // `run`: gpumemtrace failed before the app started
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitAppNotFound = 127;
 

@@ -1,7 +1,7 @@
 #include "cli/install_layout.h"
 
-#include <climits>
 #include <unistd.h>
+#include <climits>
 
 namespace gmt::cli {
 

@@ -7,9 +7,9 @@
 namespace gmt::cli {
 
 struct InstallLayout {
-  std::string preload_library;  // .../lib/gpumemtrace/libgpumemtrace.so
+  std::string preload_library;        // .../lib/gpumemtrace/libgpumemtrace.so
   std::string simulated_runtime_dir;  // .../lib/gpumemtrace/sim (holds libcudart.so.13)
-  std::string python_dir;  // .../lib/gpumemtrace/python (sitecustomize.py + gpumemtrace_inprocess/)
+  std::string python_dir;             // .../lib/gpumemtrace/python (sitecustomize.py + gpumemtrace_inprocess/)
 };
 
 InstallLayout find_install_layout();

@@ -56,8 +56,7 @@ void prepare_output_in_child(const LaunchSpec& spec, int pipe_fd) {
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    fail_in_child(pipe_fd, kExitRunFailed,
-                  "cannot write the trace to '" + dir + "': " + std::strerror(errno));
+    fail_in_child(pipe_fd, kExitRunFailed, "cannot write the trace to '" + dir + "': " + std::strerror(errno));
   }
 }
 
@@ -106,7 +105,8 @@ LaunchResult launch_and_wait(const LaunchSpec& spec) {
   // Like a shell waiting for a foreground job: Ctrl-C and Ctrl-\ reach the app through the terminal, so we
   // ignore them; a TERM or HUP sent to us alone is passed on, so the app gets to exit (and flush) cleanly.
   g_child = child;
-  struct sigaction ignore {}, forward {}, old_int {}, old_quit {}, old_term {}, old_hup {};
+  struct sigaction ignore {
+  }, forward{}, old_int{}, old_quit{}, old_term{}, old_hup{};
   ignore.sa_handler = SIG_IGN;
   forward.sa_handler = forward_signal;
   sigaction(SIGINT, &ignore, &old_int);

@@ -1,7 +1,7 @@
 // gpumemtrace: the command-line front end. It only parses options and dispatches; the work lives in the
 // command files and in analysis/.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <string>
@@ -12,12 +12,11 @@
 #include "cli/exit_codes.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "gpumemtrace: find GPU memory leaks, watermark growth and fragmentation in CUDA programs.\n\n"
-      "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
-      "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
-      "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n",
-      "gpumemtrace"};
+  CLI::App app{"gpumemtrace: find GPU memory leaks, watermark growth and fragmentation in CUDA programs.\n\n"
+               "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
+               "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
+               "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n",
+               "gpumemtrace"};
   app.set_version_flag("--version", "gpumemtrace " GMT_VERSION);
   app.require_subcommand(1);
 

@@ -70,8 +70,10 @@ int run_merged_report(const MergedReportOptions& options) {
   }
   for (const auto& p : report.processes) {
     if (!p.complete) {
-      fmt::print(stderr, "gpumemtrace: warning: '{}' is incomplete: memory live at its end was not necessarily "
-                         "leaked\n", p.path);
+      fmt::print(stderr,
+                 "gpumemtrace: warning: '{}' is incomplete: memory live at its end was not necessarily "
+                 "leaked\n",
+                 p.path);
     }
   }
   std::string text = options.format == "json" ? analysis::render_merged_json(report, options.top)

@@ -9,13 +9,13 @@
 
 #include <fmt/core.h>
 
+#include "analysis/format.h"
 #include "analysis/model/analyze.h"
 #include "analysis/model/findings.h"
-#include "analysis/format.h"
 #include "analysis/model/report.h"
+#include "analysis/model/verify.h"
 #include "analysis/read/symbolizer.h"
 #include "analysis/read/trace_file.h"
-#include "analysis/model/verify.h"
 #include "cli/progress.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -26,8 +26,8 @@ bool symbolize_trace_file(const std::string& path, bool quiet) {
   try {
     auto trace = analysis::TraceFile::open(path, analysis::OpenMode::ReadWrite);
     Progress progress("symbolizing " + path, quiet);
-    auto stats = analysis::symbolize_trace(
-        trace, [&](size_t done, size_t total) { progress.update(done, total, "addresses"); });
+    auto stats =
+        analysis::symbolize_trace(trace, [&](size_t done, size_t total) { progress.update(done, total, "addresses"); });
     progress.finish();
     trace.exec(schema::kCreateAnalysisIndexesSql);
     if (!quiet && !stats.missing_modules.empty()) {
@@ -94,8 +94,7 @@ bool print_run_summary(const std::string& path) {
     auto trace = analysis::TraceFile::open(path);
     analysis::Report report = analysis::analyze_trace(trace);
     const auto& t = report.totals;
-    fmt::print(stderr, "gpumemtrace: trace {}{}\n", path,
-               report.trace.simulated ? " (simulated CUDA runtime)" : "");
+    fmt::print(stderr, "gpumemtrace: trace {}{}\n", path, report.trace.simulated ? " (simulated CUDA runtime)" : "");
     fmt::print(stderr, "  allocations {}, frees {}, failed allocations {}\n", t.allocations, t.frees,
                t.failed_allocations);
     fmt::print(stderr, "  peak live {} at {}\n", analysis::format_bytes_exact(t.peak_bytes),

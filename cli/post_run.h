@@ -19,9 +19,9 @@ struct EmptyTrace {
   long pid = 0;
   std::string command_line;
   bool simulated = false;
-  std::string backend;      // meta.backend (schema::backend_names), empty when not decided ("auto")
-  std::string stop_reason;  // empty: the app exited without touching CUDA, the trace is complete;
-                            // else why nothing was recorded (meta.stop_reason), and it is incomplete
+  std::string backend;             // meta.backend (schema::backend_names), empty when not decided ("auto")
+  std::string stop_reason;         // empty: the app exited without touching CUDA, the trace is complete;
+                                   // else why nothing was recorded (meta.stop_reason), and it is incomplete
   std::string verify_unavailable;  // run --verify: why nothing was cross-checked (meta.verify_unavailable)
 };
 bool write_empty_trace(const EmptyTrace& trace, std::string& error);

@@ -1,6 +1,6 @@
 // `gpumemtrace report`: analyze a trace and print leaks by call stack, the peak and the totals.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -11,9 +11,9 @@
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
-#include "analysis/render/render.h"
 #include "analysis/read/salvage.h"
 #include "analysis/read/trace_file.h"
+#include "analysis/render/render.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -31,8 +31,8 @@ struct ReportOptions {
   size_t top = 10;
   bool full_stacks = false;  // analysis/model/stack_view.h: no framework frames folded
   bool full_names = false;   // ... C++ names as recorded
-  std::string output_path;  // empty: stdout
-  uint64_t min_bytes = 0;   // 0: no filter
+  std::string output_path;   // empty: stdout
+  uint64_t min_bytes = 0;    // 0: no filter
   std::string folded_of = "leaks";
   // Filters (analysis/model/filters.h); the times as given, in seconds from the process start.
   std::optional<int64_t> device;
@@ -41,7 +41,7 @@ struct ReportOptions {
   std::optional<int64_t> pid;
   std::optional<uint64_t> min_size;
   std::optional<std::string> range;
-  ReportGates gates;        // CI: cli/ci_gates.h
+  ReportGates gates;  // CI: cli/ci_gates.h
 };
 
 // "1.5" (seconds from the process start) as nanoseconds; nullopt, with a message, when it is not one.
@@ -54,8 +54,8 @@ std::optional<int64_t> parse_seconds(const std::string& text, const char* option
     used = 0;
   }
   if (used == 0 || used != text.size() || !std::isfinite(seconds) || seconds < 0 || seconds > 1e9) {
-    fmt::print(stderr, "gpumemtrace: {} '{}' is not a time: give seconds from the process start, e.g. 1.5\n",
-               option, text);
+    fmt::print(stderr, "gpumemtrace: {} '{}' is not a time: give seconds from the process start, e.g. 1.5\n", option,
+               text);
     return std::nullopt;
   }
   return static_cast<int64_t>(std::llround(seconds * 1e9));
@@ -166,9 +166,7 @@ void add_filter_options(CLI::App& command, ReportOptions& options) {
       ->check(CLI::PositiveNumber)
       ->type_name("PID")
       ->group("Filters");
-  command
-      .add_option("--min-size", options.min_size,
-                  "Ignore allocations smaller than SIZE (units as for --min-bytes)")
+  command.add_option("--min-size", options.min_size, "Ignore allocations smaller than SIZE (units as for --min-bytes)")
       ->transform(CLI::AsSizeValue(true))
       ->type_name("SIZE")
       ->group("Filters");
@@ -184,14 +182,14 @@ void add_filter_options(CLI::App& command, ReportOptions& options) {
 CommandAction add_report_command(CLI::App& app) {
   auto options = std::make_shared<ReportOptions>();
   CLI::App* command = app.add_subcommand(
-      "report",
-      "Analyze a trace: memory still allocated at exit grouped by the call stack that allocated it "
-      "(largest first), the peak of live GPU memory and what was live then, live memory over time, steady "
-      "growth, fragmentation, failed allocations labelled out-of-memory or fragmentation, totals "
-      "(docs/analysis.md defines each).");
-  command->add_option("trace", options->inputs,
-                      "Trace file written by `gpumemtrace run`; several traces, or a directory of them, give one "
-                      "merged report over the processes (ranks) of a job")
+      "report", "Analyze a trace: memory still allocated at exit grouped by the call stack that allocated it "
+                "(largest first), the peak of live GPU memory and what was live then, live memory over time, steady "
+                "growth, fragmentation, failed allocations labelled out-of-memory or fragmentation, totals "
+                "(docs/analysis.md defines each).");
+  command
+      ->add_option("trace", options->inputs,
+                   "Trace file written by `gpumemtrace run`; several traces, or a directory of them, give one "
+                   "merged report over the processes (ranks) of a job")
       ->required()
       ->type_name("TRACE");
   command
@@ -205,9 +203,10 @@ CommandAction add_report_command(CLI::App& app) {
                    "With --format folded: weigh stacks by leaked bytes, or by bytes live at each device's peak")
       ->check(CLI::IsMember(folded_weights()))
       ->capture_default_str();
-  command->add_option("--top", options->top,
-                      "Show the N largest leak groups (and failed allocations); keep N call stacks per moment "
-                      "(peak, growth, failure) in the JSON report")
+  command
+      ->add_option("--top", options->top,
+                   "Show the N largest leak groups (and failed allocations); keep N call stacks per moment "
+                   "(peak, growth, failure) in the JSON report")
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
       ->type_name("N")
       ->capture_default_str();
@@ -262,7 +261,8 @@ CommandAction add_report_command(CLI::App& app) {
         return kExitBadInput;
       }
       if (options->format != "text" && options->format != "json") {
-        fmt::print(stderr, "gpumemtrace: --format {} applies to the report of one trace; a merged report is text or json\n",
+        fmt::print(stderr,
+                   "gpumemtrace: --format {} applies to the report of one trace; a merged report is text or json\n",
                    options->format);
         return kExitBadInput;
       }

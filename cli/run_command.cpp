@@ -1,9 +1,9 @@
 // `gpumemtrace run`: start an app with the preload library, pass its exit code through, then symbolize and
 // summarize the traces it produced.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -66,7 +66,8 @@ bool file_exists(const std::string& path) {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
@@ -188,10 +189,11 @@ void ensure_root_trace(const RunOptions& options, const std::string& backend, co
   if (empty.stop_reason.empty()) {
     fmt::print(stderr, "gpumemtrace: the app made no CUDA allocation calls\n");
   } else {
-    fmt::print(stderr, "gpumemtrace: the app {} before its trace was written: the trace {} is empty and marked "
-                       "incomplete\n", result.signal != 0 ? fmt::format("died by signal {} ({})", result.signal,
-                                                                         strsignal(result.signal))
-                                                           : fmt::format("ended (exit code {})", result.exit_code),
+    fmt::print(stderr,
+               "gpumemtrace: the app {} before its trace was written: the trace {} is empty and marked "
+               "incomplete\n",
+               result.signal != 0 ? fmt::format("died by signal {} ({})", result.signal, strsignal(result.signal))
+                                  : fmt::format("ended (exit code {})", result.exit_code),
                path);
   }
 }
@@ -203,13 +205,16 @@ int run(const RunOptions& options) {
     return kExitRunFailed;
   }
   if (options.simulate && options.backend != "auto" && options.backend != schema::backend_names::kRuntime) {
-    fmt::print(stderr, "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
-                       "--backend {} does not apply\n", options.backend);
+    fmt::print(stderr,
+               "gpumemtrace: --simulate has no driver below it and counts at the runtime level; "
+               "--backend {} does not apply\n",
+               options.backend);
     return kExitRunFailed;
   }
   if (options.verify && (options.simulate || options.backend == schema::backend_names::kRuntime)) {
-    fmt::print(stderr, "gpumemtrace: --verify compares the two driver-level backends (hooks and cupti); {} counts "
-                       "at the runtime level, where there is no second backend\n",
+    fmt::print(stderr,
+               "gpumemtrace: --verify compares the two driver-level backends (hooks and cupti); {} counts "
+               "at the runtime level, where there is no second backend\n",
                options.simulate ? "--simulate" : "--backend runtime");
     return kExitRunFailed;
   }
@@ -352,8 +357,8 @@ CommandAction add_run_command(CLI::App& app) {
                   "hooks (the driver entry points handed out through dlsym and cuGetProcAddress: ~1.04x of a raw "
                   "cudaMallocAsync+cudaFreeAsync pair), cupti (CUPTI's driver callbacks: the same events at ~1.8x; "
                   "falls back to hooks when another tool holds CUPTI), runtime (CUDA runtime symbols only)")
-      ->check(CLI::IsMember({"auto", schema::backend_names::kCupti, schema::backend_names::kHooks,
-                              schema::backend_names::kRuntime}))
+      ->check(CLI::IsMember(
+          {"auto", schema::backend_names::kCupti, schema::backend_names::kHooks, schema::backend_names::kRuntime}))
       ->capture_default_str();
   run->add_flag("--verify", options->verify,
                 "Cross-check the backends: the one --backend chooses counts, the other driver-level one records "

@@ -122,15 +122,14 @@ GMT_HOT void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData& data) {
     GMT_DRIVER_CATALOG(GMT_DRIVER_CASE, GMT_DRIVER_CASE_CUPTI_ONLY)
 #undef GMT_DRIVER_CASE
 #undef GMT_DRIVER_CASE_CUPTI_ONLY
-    default:
-      return;  // an id we did not enable
+    default: return;  // an id we did not enable
   }
 }
 
 }  // namespace
 
 GMT_HOT void CUPTIAPI on_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                          const void* cbdata) {
+                                  const void* cbdata) {
   // First, always: our own CUDA calls (cuMemGetInfo below, the recorder's), and callbacks nested in them or
   // in our hooks, record nothing.
   recorder::HookScope scope;

@@ -30,7 +30,7 @@ struct CallbackSite {
 #define GMT_DRIVER_SITE_CUPTI_ONLY(fn, api, parameters) \
   {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_##fn, #fn, schema::Api::api},
 #define GMT_RUNTIME_SITE(fn, api) \
-  {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn, schema::Api::api}
+  { CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_##fn, #fn, schema::Api::api }
 
 inline constexpr CallbackSite kCallbackSites[] = {
     GMT_DRIVER_CATALOG(GMT_DRIVER_SITE, GMT_DRIVER_SITE_CUPTI_ONLY)

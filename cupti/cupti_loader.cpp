@@ -129,12 +129,11 @@ void report_failure(const CuptiTable* table, CUptiResult result, bool missing, c
   const char* text = nullptr;
   if (missing) {
     text = "the entry point is missing from this libcupti";
-  } else if (!table->cuptiGetResultString || table->cuptiGetResultString(result, &text) != CUPTI_SUCCESS ||
-             !text) {
+  } else if (!table->cuptiGetResultString || table->cuptiGetResultString(result, &text) != CUPTI_SUCCESS || !text) {
     text = "unknown CUPTI error";
   }
-  std::string message = std::string(call) + " failed (" + short_file(file) + ":" + std::to_string(line) +
-                        "): " + text + " (" + std::to_string(static_cast<int>(result)) + ")";
+  std::string message = std::string(call) + " failed (" + short_file(file) + ":" + std::to_string(line) + "): " + text +
+                        " (" + std::to_string(static_cast<int>(result)) + ")";
   if (why) {
     *why = std::move(message);
     return;

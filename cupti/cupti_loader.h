@@ -63,16 +63,16 @@ void report_failure(const CuptiTable* table, CUptiResult result, bool missing, c
 // `table` is a const CuptiTable* (may be null), `why` a std::string* or nullptr. A missing entry point reads
 // as CUPTI_ERROR_NOT_INITIALIZED (and is reported as missing), so a call through an absent optional
 // function fails cleanly instead of jumping to null.
-#define GMT_CUPTI_CALL(table, why, fn, ...)                                                                 \
-  ([&]() -> CUptiResult {                                                                                  \
-    static std::atomic<bool> gmt_reported_{false};                                                         \
-    const ::gmt::cupti::CuptiTable* gmt_table_ = (table);                                                  \
-    const bool gmt_missing_ = !gmt_table_ || !gmt_table_->fn;                                              \
-    CUptiResult gmt_result_ = gmt_missing_ ? CUPTI_ERROR_NOT_INITIALIZED : gmt_table_->fn(__VA_ARGS__);    \
-    if (gmt_result_ != CUPTI_SUCCESS)                                                                      \
-      ::gmt::cupti::report_failure(gmt_table_, gmt_result_, gmt_missing_, #fn, __FILE__, __LINE__, (why),  \
-                                   gmt_reported_);                                                         \
-    return gmt_result_;                                                                                    \
+#define GMT_CUPTI_CALL(table, why, fn, ...)                                                               \
+  ([&]() -> CUptiResult {                                                                                 \
+    static std::atomic<bool> gmt_reported_{false};                                                        \
+    const ::gmt::cupti::CuptiTable* gmt_table_ = (table);                                                 \
+    const bool gmt_missing_ = !gmt_table_ || !gmt_table_->fn;                                             \
+    CUptiResult gmt_result_ = gmt_missing_ ? CUPTI_ERROR_NOT_INITIALIZED : gmt_table_->fn(__VA_ARGS__);   \
+    if (gmt_result_ != CUPTI_SUCCESS)                                                                     \
+      ::gmt::cupti::report_failure(gmt_table_, gmt_result_, gmt_missing_, #fn, __FILE__, __LINE__, (why), \
+                                   gmt_reported_);                                                        \
+    return gmt_result_;                                                                                   \
   }())
 
 namespace gmt::cupti {

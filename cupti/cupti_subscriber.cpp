@@ -94,8 +94,7 @@ bool enable_sites(const CuptiTable* table, std::string& why) {
   for (size_t i = 0; i < kSiteCount; ++i) {
     const CallbackSite& site = kCallbackSites[i];
     std::string error;
-    if (GMT_CUPTI_CALL(table, &error, cuptiEnableCallback, 1, g_subscriber, site.domain, site.cbid) !=
-        CUPTI_SUCCESS) {
+    if (GMT_CUPTI_CALL(table, &error, cuptiEnableCallback, 1, g_subscriber, site.domain, site.cbid) != CUPTI_SUCCESS) {
       teardown(table, i);
       why = std::string("CUPTI cannot be used: enabling the ") + site.name + " callback: " + error + " [" +
             table->path + "]";

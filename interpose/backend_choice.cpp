@@ -107,8 +107,11 @@ BackendDecision choose_backend(const BackendInputs& inputs, const CuptiStarter& 
         decision.note = cupti_failure + "; using the driver entry-point hooks instead (--backend hooks)";
       } else {
         decision.reason = reasons::kNeitherBinds;
-        decision.note = "warning: " + cupti_failure + ", and the driver hooks cannot see this process's "
-                        "allocations either (" + inputs.hooks.why_not + "): counting with the hooks, so "
+        decision.note = "warning: " + cupti_failure +
+                        ", and the driver hooks cannot see this process's "
+                        "allocations either (" +
+                        inputs.hooks.why_not +
+                        "): counting with the hooks, so "
                         "allocations may be missing from this trace";
       }
     }
@@ -116,8 +119,9 @@ BackendDecision choose_backend(const BackendInputs& inputs, const CuptiStarter& 
     decision.backend = Backend::DriverHooks;
     decision.reason = auto_choice ? reasons::kHooksBind : reasons::kRequested;
     if (!inputs.hooks.bound) {
-      decision.note = "warning: --backend hooks: the driver hooks may miss this process's allocations: " +
-                      inputs.hooks.why_not + " (--backend cupti sees them)";
+      decision.note =
+          "warning: --backend hooks: the driver hooks may miss this process's allocations: " + inputs.hooks.why_not +
+          " (--backend cupti sees them)";
     }
   }
   add_cross_check(decision, inputs, start_cupti, cupti_failure);

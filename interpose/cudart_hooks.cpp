@@ -11,9 +11,9 @@
 
 #include "interpose/backend_start.h"
 #include "interpose/hook_table.h"
-#include "recorder/caller_stack.h"
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
+#include "recorder/caller_stack.h"
 #include "recorder/capture_safety.h"
 #include "recorder/driver_queries.h"
 #include "recorder/guard.h"
@@ -60,8 +60,8 @@ GMT_HOT int16_t current_device() {
 
 GMT_HOT void record_allocation(Api api, MemoryKind memory_kind, cudaError_t result, const void* address, size_t size,
                                cudaStream_t stream = nullptr, cudaMemPool_t pool = nullptr) {
-  EventRecord e = make_event(result == cudaSuccess ? EventKind::Alloc : EventKind::AllocFailed, api, memory_kind,
-                             stream);
+  EventRecord e =
+      make_event(result == cudaSuccess ? EventKind::Alloc : EventKind::AllocFailed, api, memory_kind, stream);
   e.call.size = size;
   e.call.error = static_cast<int32_t>(result);
   e.call.handle = reinterpret_cast<uint64_t>(pool);  // a FromPool call's pool: its used bytes (analysis/model/pools.h)
@@ -124,22 +124,22 @@ void record_ipc_close(const void* address) {
 // `api` is the id recorded: the _ptsz twins record under the plain call's id, since to the user they are the
 // same call.
 #define GMT_POOL_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, pool_expr, params, args) \
-  extern "C" GMT_HOT cudaError_t name params {                                           \
-    auto real = GMT_REAL(name);                                                          \
-    if (!real) return kNoRuntime;                                                        \
-    gmt::interpose::ensure_backend_started();                                            \
-    if (gmt::recorder::driver_level_backend()) {                                         \
-      gmt::recorder::RuntimeApiScope naming(Api::api);                                   \
-      gmt::recorder::CallerStack caller_stack(gmt::recorder::a_hook_here_would_record()); \
-      return real args;                                                                  \
-    }                                                                                    \
-    HookScope scope;                                                                     \
-    gmt::recorder::CallerStack caller_stack(scope.active());                             \
-    cudaError_t result = real args;                                                      \
-    if (scope.active())                                                                  \
-      record_allocation(Api::api, memory_kind, result, result == cudaSuccess ? (ptr_expr) : nullptr, \
-                        size_expr, stream_expr, pool_expr);                              \
-    return result;                                                                       \
+  extern "C" GMT_HOT cudaError_t name params {                                                                    \
+    auto real = GMT_REAL(name);                                                                                   \
+    if (!real) return kNoRuntime;                                                                                 \
+    gmt::interpose::ensure_backend_started();                                                                     \
+    if (gmt::recorder::driver_level_backend()) {                                                                  \
+      gmt::recorder::RuntimeApiScope naming(Api::api);                                                            \
+      gmt::recorder::CallerStack caller_stack(gmt::recorder::a_hook_here_would_record());                         \
+      return real args;                                                                                           \
+    }                                                                                                             \
+    HookScope scope;                                                                                              \
+    gmt::recorder::CallerStack caller_stack(scope.active());                                                      \
+    cudaError_t result = real args;                                                                               \
+    if (scope.active())                                                                                           \
+      record_allocation(Api::api, memory_kind, result, result == cudaSuccess ? (ptr_expr) : nullptr, size_expr,   \
+                        stream_expr, pool_expr);                                                                  \
+    return result;                                                                                                \
   }
 #define GMT_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, params, args) \
   GMT_POOL_ALLOC_HOOK_AS(name, api, memory_kind, ptr_expr, size_expr, stream_expr, nullptr, params, args)
@@ -171,19 +171,19 @@ GMT_POOL_ALLOC_HOOK_AS(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync, Me
 
 // ---- frees -------------------------------------------------------------------------------------------------
 
-#define GMT_FREE_HOOK(name, api, memory_kind, ptr_name, stream_expr, params, args) \
-  extern "C" GMT_HOT cudaError_t name params {                                  \
-    auto real = GMT_REAL(name);                                                 \
-    if (!real) return kNoRuntime;                                               \
-    gmt::interpose::ensure_backend_started();                                   \
-    if (gmt::recorder::driver_level_backend()) {                                \
-      gmt::recorder::RuntimeApiScope naming(Api::api);                          \
-      return real args;                                                         \
-    }                                                                           \
-    HookScope scope;                                                            \
-    /* cudaFree(nullptr) is the idiom for "create the context": not a free. */  \
+#define GMT_FREE_HOOK(name, api, memory_kind, ptr_name, stream_expr, params, args)             \
+  extern "C" GMT_HOT cudaError_t name params {                                                 \
+    auto real = GMT_REAL(name);                                                                \
+    if (!real) return kNoRuntime;                                                              \
+    gmt::interpose::ensure_backend_started();                                                  \
+    if (gmt::recorder::driver_level_backend()) {                                               \
+      gmt::recorder::RuntimeApiScope naming(Api::api);                                         \
+      return real args;                                                                        \
+    }                                                                                          \
+    HookScope scope;                                                                           \
+    /* cudaFree(nullptr) is the idiom for "create the context": not a free. */                 \
     if (scope.active() && ptr_name) record_free(Api::api, memory_kind, ptr_name, stream_expr); \
-    return real args;                                                           \
+    return real args;                                                                          \
   }
 
 GMT_FREE_HOOK(cudaFree, cudaFree, MemoryKind::Device, devPtr, nullptr, (void* devPtr), (devPtr))
@@ -200,8 +200,7 @@ extern "C" cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
   if (!real) return kNoRuntime;
   HookScope scope;
   cudaError_t result = real(pStream);
-  if (scope.active())
-    record_stream_event(EventKind::StreamCreate, Api::cudaStreamCreate, *pStream, result, true);
+  if (scope.active()) record_stream_event(EventKind::StreamCreate, Api::cudaStreamCreate, *pStream, result, true);
   return result;
 }
 
@@ -239,8 +238,7 @@ extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!real) return kNoRuntime;
   HookScope scope;
   cudaError_t result = real(stream);
-  if (scope.active())
-    record_stream_event(EventKind::Synchronize, Api::cudaStreamSynchronize, stream, result, false);
+  if (scope.active()) record_stream_event(EventKind::Synchronize, Api::cudaStreamSynchronize, stream, result, false);
   return result;
 }
 
@@ -249,8 +247,7 @@ extern "C" cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
   if (!real) return kNoRuntime;
   HookScope scope;
   cudaError_t result = real(stream);
-  if (scope.active())
-    record_stream_event(EventKind::Synchronize, Api::cudaStreamSynchronize, stream, result, false);
+  if (scope.active()) record_stream_event(EventKind::Synchronize, Api::cudaStreamSynchronize, stream, result, false);
   return result;
 }
 
@@ -259,8 +256,7 @@ extern "C" cudaError_t cudaDeviceSynchronize(void) {
   if (!real) return kNoRuntime;
   HookScope scope;
   cudaError_t result = real();
-  if (scope.active())
-    record_stream_event(EventKind::Synchronize, Api::cudaDeviceSynchronize, nullptr, result, false);
+  if (scope.active()) record_stream_event(EventKind::Synchronize, Api::cudaDeviceSynchronize, nullptr, result, false);
   return result;
 }
 

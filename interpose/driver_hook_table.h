@@ -20,14 +20,14 @@
 // Every wrapped function: the driver catalog's exported functions (recorder/driver_catalog.h), whose calls are
 // recorded, between the entry points and the context destructions, which are not. X(name, ...): the catalog's
 // entries carry more than the name.
-#define GMT_DRIVER_HOOKS(X)                              \
-  X(cuInit)                                              \
-  X(cuGetProcAddress)                                    \
-  X(cuGetProcAddress_v2)                                 \
-  GMT_DRIVER_CATALOG(X, GMT_DRIVER_CATALOG_SKIP)         \
-  X(cuCtxDestroy_v2)                                     \
-  X(cuDevicePrimaryCtxRelease_v2)                        \
-  X(cuDevicePrimaryCtxReset_v2)                          \
+#define GMT_DRIVER_HOOKS(X)                      \
+  X(cuInit)                                      \
+  X(cuGetProcAddress)                            \
+  X(cuGetProcAddress_v2)                         \
+  GMT_DRIVER_CATALOG(X, GMT_DRIVER_CATALOG_SKIP) \
+  X(cuCtxDestroy_v2)                             \
+  X(cuDevicePrimaryCtxRelease_v2)                \
+  X(cuDevicePrimaryCtxReset_v2)                  \
   X(cuGreenCtxDestroy)
 
 // Driver functions the wrappers call but do not wrap: the device, context and free memory of an event.
@@ -43,7 +43,7 @@ enum class DriverFn : int {
 #define GMT_DRIVER_ENUM(name, ...) name,
   GMT_DRIVER_HOOKS(GMT_DRIVER_ENUM) GMT_DRIVER_CALLS(GMT_DRIVER_ENUM)
 #undef GMT_DRIVER_ENUM
-  Count
+      Count
 };
 
 #define GMT_DRIVER_COUNT(name, ...) +1

@@ -1,9 +1,10 @@
 // The "hooks" backend (recorder/backend.h): wrapped CUDA driver entry points, the default where they bind
 // (interpose/backend_choice.h). driver_hook_table.h lists them and says how the app reaches them. Each wrapper is
 // thin: decide the backend, find the real function, pass straight through unless the driver hooks record (they
-// count, or cross-check CUPTI under run --verify), and otherwise hand the call to its row of the driver catalog (recorder/driver_calls.h), the same rows the CUPTI
-// backend uses: the row records its events before the real call (frees and other releases: the address or handle
-// can be reused by another thread the moment the call returns) or after it (allocations, failures as failures).
+// count, or cross-check CUPTI under run --verify), and otherwise hand the call to its row of the driver catalog
+// (recorder/driver_calls.h), the same rows the CUPTI backend uses: the row records its events before the real call
+// (frees and other releases: the address or handle can be reused by another thread the moment the call returns) or
+// after it (allocations, failures as failures).
 #include <atomic>
 #include <optional>
 
@@ -113,8 +114,8 @@ class HookCall {
     call.source = gmt::schema::Source::DriverHook;
     call.result = result_;
     call.context = current_context();
-    call.device = device != gmt::recorder::driver_calls::kDeviceOfContext ? device
-                                                                          : device_of_current_context(call.context);
+    call.device =
+        device != gmt::recorder::driver_calls::kDeviceOfContext ? device : device_of_current_context(call.context);
     call.stream = reinterpret_cast<uint64_t>(stream);
     return call;
   }
@@ -142,8 +143,8 @@ GMT_HOT CUresult recorded_call(const Params& params, Real real_call) {
 // cudaVersion, flags), the wrapper handed out is the one of exactly that function; no match, no change.
 void* substitute(const char* symbol, void* found, int cuda_version, cuuint64_t flags) {
   int index = gmt::interpose::driver_hook_for_real(found);
-  if (gmt::interpose::driver_debug_enabled() && (index >= 0 || (symbol && symbol[0] == 'c' && symbol[1] == 'u' &&
-                                                                symbol[2] == 'M' && symbol[3] == 'e'))) {
+  if (gmt::interpose::driver_debug_enabled() &&
+      (index >= 0 || (symbol && symbol[0] == 'c' && symbol[1] == 'u' && symbol[2] == 'M' && symbol[3] == 'e'))) {
     gmt::interpose::driver_debug("cuGetProcAddress(\"%s\", %d, %llu) = %p: %s%s", symbol, cuda_version,
                                  static_cast<unsigned long long>(flags), found,
                                  index >= 0 ? "wrapper " : "no wrapper (not a wrapped function's address)",
@@ -157,7 +158,7 @@ void* substitute(const char* symbol, void* found, int cuda_version, cuuint64_t f
 // Every recording wrapper starts the same way. The real call runs inside the guard, so that driver functions
 // the driver calls through its own exports are not counted twice; the guard says that a wrapper that records
 // holds it, so that under run --verify CUPTI's callback for the same call records it too (recorder/guard.h).
-#define GMT_DRIVER_PROLOGUE(name, args)               \
+#define GMT_DRIVER_PROLOGUE(name, args)              \
   gmt::interpose::ensure_backend_started();          \
   auto real = GMT_DRIVER_REAL(name);                 \
   if (!real) return kNoDriver;                       \
@@ -198,12 +199,12 @@ extern "C" CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda
 // the last time or reset is destroyed too. cuda.h maps the plain names to these versions; the unversioned
 // cuCtxDestroy of CUDA before 4.0 is not wrapped.
 
-#define GMT_DRIVER_CONTEXT_DESTRUCTION(name, Param)  \
-  extern "C" CUresult name(Param argument) {          \
-    auto real = GMT_DRIVER_REAL(name);                \
-    if (!real) return kNoDriver;                      \
-    ContextDestruction destruction;                   \
-    return real(argument);                            \
+#define GMT_DRIVER_CONTEXT_DESTRUCTION(name, Param) \
+  extern "C" CUresult name(Param argument) {        \
+    auto real = GMT_DRIVER_REAL(name);              \
+    if (!real) return kNoDriver;                    \
+    ContextDestruction destruction;                 \
+    return real(argument);                          \
   }
 GMT_DRIVER_CONTEXT_DESTRUCTION(cuCtxDestroy_v2, CUcontext)
 GMT_DRIVER_CONTEXT_DESTRUCTION(cuDevicePrimaryCtxRelease_v2, CUdevice)
@@ -216,19 +217,19 @@ GMT_DRIVER_CONTEXT_DESTRUCTION(cuGreenCtxDestroy, CUgreenCtx)
 // struct CUPTI's callbacks carry (<function>_params, in the same order: C++20's parenthesized aggregate
 // initialization takes the argument list as it is). The allocation and free paths are GMT_HOT.
 
-#define GMT_DRIVER_WRAPPER(attributes, name, params, args)              \
-  extern "C" attributes CUresult name params {                          \
+#define GMT_DRIVER_WRAPPER(attributes, name, params, args)               \
+  extern "C" attributes CUresult name params {                           \
     GMT_DRIVER_PROLOGUE(name, args);                                     \
     return recorded_call(name##_params args, [&] { return real args; }); \
   }
 
 // Allocations and frees.
-GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytesize), (dptr, bytesize))
+GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocPitch_v2,
-                   (CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
+                   (CUdeviceptr * dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                     unsigned int ElementSizeBytes),
                    (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes))
-GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocManaged, (CUdeviceptr* dptr, size_t bytesize, unsigned int flags),
+GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags),
                    (dptr, bytesize, flags))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocHost_v2, (void** pp, size_t bytesize), (pp, bytesize))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemHostAlloc, (void** pp, size_t bytesize, unsigned int Flags), (pp, bytesize, Flags))
@@ -236,25 +237,25 @@ GMT_DRIVER_WRAPPER(GMT_HOT, cuMemFree_v2, (CUdeviceptr dptr), (dptr))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemFreeHost, (void* p), (p))
 
 // Stream-ordered allocations and pools.
-GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytesize, CUstream hStream),
+GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
                    (dptr, bytesize, hStream))
-GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocAsync_ptsz, (CUdeviceptr* dptr, size_t bytesize, CUstream hStream),
+GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocAsync_ptsz, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
                    (dptr, bytesize, hStream))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocFromPoolAsync,
-                   (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                   (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
                    (dptr, bytesize, pool, hStream))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemAllocFromPoolAsync_ptsz,
-                   (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                   (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
                    (dptr, bytesize, pool, hStream))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 GMT_DRIVER_WRAPPER(GMT_HOT, cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
-GMT_DRIVER_WRAPPER(, cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps), (pool, poolProps))
+GMT_DRIVER_WRAPPER(, cuMemPoolCreate, (CUmemoryPool * pool, const CUmemPoolProps* poolProps), (pool, poolProps))
 GMT_DRIVER_WRAPPER(, cuMemPoolDestroy, (CUmemoryPool pool), (pool))
 GMT_DRIVER_WRAPPER(, cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep))
 
 // Virtual memory management.
 GMT_DRIVER_WRAPPER(, cuMemCreate,
-                   (CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                   (CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp* prop,
                     unsigned long long flags),
                    (handle, size, prop, flags))
 GMT_DRIVER_WRAPPER(, cuMemRelease, (CUmemGenericAllocationHandle handle), (handle))
@@ -264,24 +265,24 @@ GMT_DRIVER_WRAPPER(, cuMemMap,
                    (ptr, size, offset, handle, flags))
 GMT_DRIVER_WRAPPER(, cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size))
 GMT_DRIVER_WRAPPER(, cuMemAddressReserve,
-                   (CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags),
+                   (CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags),
                    (ptr, size, alignment, addr, flags))
 GMT_DRIVER_WRAPPER(, cuMemAddressFree, (CUdeviceptr ptr, size_t size), (ptr, size))
 
 // Memory imported from other processes.
-GMT_DRIVER_WRAPPER(, cuIpcOpenMemHandle, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags),
+GMT_DRIVER_WRAPPER(, cuIpcOpenMemHandle, (CUdeviceptr * pdptr, CUipcMemHandle handle, unsigned int Flags),
                    (pdptr, handle, Flags))
-GMT_DRIVER_WRAPPER(, cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags),
+GMT_DRIVER_WRAPPER(, cuIpcOpenMemHandle_v2, (CUdeviceptr * pdptr, CUipcMemHandle handle, unsigned int Flags),
                    (pdptr, handle, Flags))
 GMT_DRIVER_WRAPPER(, cuIpcCloseMemHandle, (CUdeviceptr dptr), (dptr))
 GMT_DRIVER_WRAPPER(, cuMemImportFromShareableHandle,
-                   (CUmemGenericAllocationHandle* handle, void* osHandle, CUmemAllocationHandleType shHandleType),
+                   (CUmemGenericAllocationHandle * handle, void* osHandle, CUmemAllocationHandleType shHandleType),
                    (handle, osHandle, shHandleType))
 
 // Stream capture: counted, so that an allocation on a capturing stream is known as a graph node.
 GMT_DRIVER_WRAPPER(, cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
 GMT_DRIVER_WRAPPER(, cuStreamBeginCapture_v2_ptsz, (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
-#define GMT_CAPTURE_TO_GRAPH_PARAMS                                                                           \
+#define GMT_CAPTURE_TO_GRAPH_PARAMS                                                                          \
   (CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies, const CUgraphEdgeData* dependencyData, \
    size_t numDependencies, CUstreamCaptureMode mode)
 #define GMT_CAPTURE_TO_GRAPH_ARGS (hStream, hGraph, dependencies, dependencyData, numDependencies, mode)
@@ -294,16 +295,16 @@ GMT_DRIVER_WRAPPER(, cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph* phGrap
 
 // CUDA graphs' memory nodes (recorder/graph_memory.h).
 GMT_DRIVER_WRAPPER(, cuGraphAddMemAllocNode,
-                   (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, size_t numDependencies,
+                   (CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, size_t numDependencies,
                     CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams),
                    (phGraphNode, hGraph, dependencies, numDependencies, nodeParams))
-GMT_DRIVER_WRAPPER(, cuGraphInstantiateWithFlags, (CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags),
+GMT_DRIVER_WRAPPER(, cuGraphInstantiateWithFlags, (CUgraphExec * phGraphExec, CUgraph hGraph, unsigned long long flags),
                    (phGraphExec, hGraph, flags))
 GMT_DRIVER_WRAPPER(, cuGraphInstantiateWithParams,
-                   (CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams),
+                   (CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams),
                    (phGraphExec, hGraph, instantiateParams))
 GMT_DRIVER_WRAPPER(, cuGraphInstantiateWithParams_ptsz,
-                   (CUgraphExec* phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams),
+                   (CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams),
                    (phGraphExec, hGraph, instantiateParams))
 GMT_DRIVER_WRAPPER(, cuGraphLaunch, (CUgraphExec hGraph, CUstream hStream), (hGraph, hStream))
 GMT_DRIVER_WRAPPER(, cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream))
@@ -316,8 +317,8 @@ GMT_DRIVER_WRAPPER(, cuGraphExecDestroy, (CUgraphExec hGraphExec), (hGraphExec))
 // even where the exported name would resolve elsewhere (the library loaded without LD_PRELOAD, say). `copy`
 // gives each alias its target's attributes (GMT_HOT, where it has it).
 #define GMT_DRIVER_ALIAS(name, ...) \
-  extern "C" __attribute__((visibility("hidden"), alias(#name), copy(::name))) decltype(::name) \
-      gmt_driver_wrapper_##name;
+  extern "C"                        \
+      __attribute__((visibility("hidden"), alias(#name), copy(::name))) decltype(::name) gmt_driver_wrapper_##name;
 GMT_DRIVER_HOOKS(GMT_DRIVER_ALIAS)
 #undef GMT_DRIVER_ALIAS
 

@@ -5,32 +5,32 @@
 // The hook bodies live in cudart_hooks.cpp; resolution of the real functions in real_functions.cpp.
 #pragma once
 
-#define GMT_CUDART_HOOKS(X)            \
-  X(cudaMalloc, false)                 \
-  X(cudaMallocManaged, false)          \
-  X(cudaMallocHost, false)             \
-  X(cudaHostAlloc, false)              \
-  X(cudaMallocPitch, false)            \
-  X(cudaMalloc3D, false)               \
-  X(cudaMallocAsync, true)             \
-  X(cudaMallocAsync_ptsz, true)        \
-  X(cudaMallocFromPoolAsync, true)     \
-  X(cudaMallocFromPoolAsync_ptsz, true) \
-  X(cudaFree, false)                   \
-  X(cudaFreeHost, false)               \
-  X(cudaFreeAsync, true)               \
-  X(cudaFreeAsync_ptsz, true)          \
-  X(cudaStreamCreate, false)           \
-  X(cudaStreamCreateWithFlags, false)  \
+#define GMT_CUDART_HOOKS(X)              \
+  X(cudaMalloc, false)                   \
+  X(cudaMallocManaged, false)            \
+  X(cudaMallocHost, false)               \
+  X(cudaHostAlloc, false)                \
+  X(cudaMallocPitch, false)              \
+  X(cudaMalloc3D, false)                 \
+  X(cudaMallocAsync, true)               \
+  X(cudaMallocAsync_ptsz, true)          \
+  X(cudaMallocFromPoolAsync, true)       \
+  X(cudaMallocFromPoolAsync_ptsz, true)  \
+  X(cudaFree, false)                     \
+  X(cudaFreeHost, false)                 \
+  X(cudaFreeAsync, true)                 \
+  X(cudaFreeAsync_ptsz, true)            \
+  X(cudaStreamCreate, false)             \
+  X(cudaStreamCreateWithFlags, false)    \
   X(cudaStreamCreateWithPriority, false) \
-  X(cudaStreamDestroy, false)          \
-  X(cudaStreamSynchronize, false)      \
-  X(cudaStreamSynchronize_ptsz, true)  \
-  X(cudaDeviceSynchronize, false)      \
-  X(cudaIpcOpenMemHandle, true)        \
-  X(cudaIpcCloseMemHandle, true)       \
-  /* not hooked, only called: */       \
-  X(cudaGetDevice, false)              \
+  X(cudaStreamDestroy, false)            \
+  X(cudaStreamSynchronize, false)        \
+  X(cudaStreamSynchronize_ptsz, true)    \
+  X(cudaDeviceSynchronize, false)        \
+  X(cudaIpcOpenMemHandle, true)          \
+  X(cudaIpcCloseMemHandle, true)         \
+  /* not hooked, only called: */         \
+  X(cudaGetDevice, false)                \
   X(cudaMemGetInfo, false)
 
 namespace gmt::interpose {
@@ -39,7 +39,7 @@ enum class HookId : int {
 #define GMT_HOOK_ENUM(name, optional) name,
   GMT_CUDART_HOOKS(GMT_HOOK_ENUM)
 #undef GMT_HOOK_ENUM
-  Count
+      Count
 };
 
 // The real function behind a hook: the next definition after ours in the lookup order (the app's libcudart,

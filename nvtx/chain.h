@@ -19,10 +19,26 @@ namespace gmt::nvtx {
 // The callbacks we handle. Every other one (names of threads and categories, resources, the CUDA, CUDART,
 // OpenCL and sync modules, nvtxInitialize, nvtxDomainDestroy) keeps whatever the chained tool installed.
 enum class Callback : unsigned {
-  MarkEx, MarkA, MarkW, RangeStartEx, RangeStartA, RangeStartW, RangeEnd, RangePushEx, RangePushA, RangePushW,
+  MarkEx,
+  MarkA,
+  MarkW,
+  RangeStartEx,
+  RangeStartA,
+  RangeStartW,
+  RangeEnd,
+  RangePushEx,
+  RangePushA,
+  RangePushW,
   RangePop,  // NVTX_CB_MODULE_CORE
-  DomainMarkEx, DomainRangeStartEx, DomainRangeEnd, DomainRangePushEx, DomainRangePop, DomainRegisterStringA,
-  DomainRegisterStringW, DomainCreateA, DomainCreateW,  // NVTX_CB_MODULE_CORE2
+  DomainMarkEx,
+  DomainRangeStartEx,
+  DomainRangeEnd,
+  DomainRangePushEx,
+  DomainRangePop,
+  DomainRegisterStringA,
+  DomainRegisterStringW,
+  DomainCreateA,
+  DomainCreateW,  // NVTX_CB_MODULE_CORE2
   Count
 };
 inline constexpr unsigned kCallbacks = static_cast<unsigned>(Callback::Count);
@@ -57,7 +73,12 @@ inline const Chain* chain() { return g_chain.load(std::memory_order_acquire); }
 // indexed by NVTX3EXT_CBID_*, in InitializeInjectionNvtxExtension (nvtx/injection.cpp). Every other slot of the
 // module (names, permissions, the CUDA-runtime part) keeps whatever the chained tool installed.
 enum class MemCallback : unsigned {
-  HeapRegister, HeapUnregister, HeapReset, RegionsRegister, RegionsResize, RegionsUnregister,
+  HeapRegister,
+  HeapUnregister,
+  HeapReset,
+  RegionsRegister,
+  RegionsResize,
+  RegionsUnregister,
   Count
 };
 inline constexpr unsigned kMemCallbacks = static_cast<unsigned>(MemCallback::Count);

@@ -36,8 +36,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
 #include <map>
+#include <string>
 #include <unordered_map>
 
 #include "nvtx/nvtx_settings.h"
@@ -48,7 +48,7 @@
 #include "schema/environment.h"
 
 extern "C" int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);  // nvtx/injection.cpp
-extern "C" int InitializeInjectionNvtxExtension(void* module_info);                 // nvtx/injection.cpp
+extern "C" int InitializeInjectionNvtxExtension(void* module_info);                  // nvtx/injection.cpp
 
 namespace gmt::nvtx {
 namespace {
@@ -117,17 +117,10 @@ class Emitter final : public recorder::WriterObserver {
           add(live_[e.call.address], e.call.size, e.device);
         }
         break;
-      case EventKind::Free:
-        remove(live_, e.call.address);
-        break;
-      case EventKind::VmmCreate:
-        add(physical_[e.call.handle], e.call.size, e.device);
-        break;
-      case EventKind::VmmRelease:
-        remove(physical_, e.call.handle);
-        break;
-      default:
-        break;
+      case EventKind::Free: remove(live_, e.call.address); break;
+      case EventKind::VmmCreate: add(physical_[e.call.handle], e.call.size, e.device); break;
+      case EventKind::VmmRelease: remove(physical_, e.call.handle); break;
+      default: break;
     }
   }
 
@@ -279,8 +272,8 @@ class Emitter final : public recorder::WriterObserver {
   const uint64_t peak_step_;
   uint64_t next_peak_;
   uint64_t live_bytes_ = 0;
-  HeldMap live_;      // address -> bytes and device
-  HeldMap physical_;  // VMM handle -> bytes and device
+  HeldMap live_;                              // address -> bytes and device
+  HeldMap physical_;                          // VMM handle -> bytes and device
   std::map<int64_t, uint64_t> device_bytes_;  // device -> live bytes
   std::map<int64_t, Counter> counters_;
   // Per writer call; the writer's lock serializes the calls (writer thread, or the flush at exit).

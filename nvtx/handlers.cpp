@@ -105,8 +105,7 @@ Message read_message(const nvtxEventAttributes_t* a, bool want_name) {
       m.fake_registered = s.fake;
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return m;
 }
@@ -160,8 +159,8 @@ thread_local ThreadRanges t_ranges;
 int open_push(const void* domain, uint32_t domain_id, uint32_t name_id, uint64_t time_ns) {
   if (t_ranges_gone) return NVTX_NO_PUSH_POP_TRACKING;
   auto& open = t_ranges.open;
-  int depth = static_cast<int>(
-      std::count_if(open.begin(), open.end(), [&](const OpenRange& r) { return r.domain == domain; }));
+  int depth =
+      static_cast<int>(std::count_if(open.begin(), open.end(), [&](const OpenRange& r) { return r.domain == domain; }));
   uint64_t id = g_next_range_id.fetch_add(1, std::memory_order_relaxed);
   open.push_back(OpenRange{domain, id});
   record_range(EventKind::RangeBegin, time_ns, id, 0, name_id, domain_id, depth);
@@ -196,9 +195,7 @@ nvtxRangeId_t open_start(uint32_t domain_id, uint32_t name_id, uint64_t time_ns,
 
 void close_start(nvtxRangeId_t key) { record_range(EventKind::RangeEnd, recorder::now_ns(), 0, key, 0, 0, 0); }
 
-void mark(uint32_t domain_id, uint32_t name_id) {
-  record_mark(name_id, domain_id);
-}
+void mark(uint32_t domain_id, uint32_t name_id) { record_mark(name_id, domain_id); }
 
 // ---- NVTX_CB_MODULE_CORE: the default domain ----
 

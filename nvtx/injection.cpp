@@ -20,9 +20,11 @@
 
 #include "nvtx/chain.h"
 #include "nvtx/nvtx_settings.h"
-#include <nvtx3/nvToolsExtMem.h>  // NVTX_EXT_MODULEID_MEM and the extension types; chain.h set NVTX_NO_IMPL
 #include "recorder/guard.h"
 #include "schema/environment.h"
+
+// After chain.h, which sets NVTX_NO_IMPL (a block of its own, so that include sorting keeps it here).
+#include <nvtx3/nvToolsExtMem.h>  // NVTX_EXT_MODULEID_MEM and the extension types
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t);
 
@@ -119,7 +121,8 @@ void warn(const std::string& message) {
 }
 
 bool same_file(const char* a, const char* b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
@@ -219,8 +222,9 @@ bool initialize_copy(NvtxGetExportTableFunc_t get_export_table) {
         // Our handlers forward to one chain; this copy got other functions from the tool. Leave the copy to
         // the tool entirely rather than send its calls to the wrong functions.
         static bool warned = false;
-        if (!warned) warn("the chained NVTX tool installed different handlers in one library's NVTX; its ranges are "
-                          "left to that tool and not captured");
+        if (!warned)
+          warn("the chained NVTX tool installed different handlers in one library's NVTX; its ranges are "
+               "left to that tool and not captured");
         warned = true;
         return true;
       }
@@ -277,8 +281,9 @@ int initialize_memory_module(nvtxExtModuleInfo_t* info, ExtensionInit chained_in
         g_mem_chain.store(new MemChain(c), std::memory_order_release);  // never freed, like g_chain
       } else if (!std::equal(std::begin(c.fn), std::end(c.fn), std::begin(current->fn))) {
         static bool warned = false;
-        if (!warned) warn("the chained NVTX tool installed different memory-API handlers in one library's NVTX; its "
-                          "heaps and regions are left to that tool and not recorded");
+        if (!warned)
+          warn("the chained NVTX tool installed different memory-API handlers in one library's NVTX; its "
+               "heaps and regions are left to that tool and not recorded");
         warned = true;
         return result;
       }

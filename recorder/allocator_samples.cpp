@@ -38,8 +38,8 @@ void note_top_level_range_end() {
 using namespace gmt::recorder;
 
 extern "C" __attribute__((visibility("default"))) int gmt_record_allocator_sample(
-    int device, int allocator, int trigger, uint64_t in_use, uint64_t reserved, int64_t inactive_split,
-    int64_t retries, int64_t ooms, int64_t request) {
+    int device, int allocator, int trigger, uint64_t in_use, uint64_t reserved, int64_t inactive_split, int64_t retries,
+    int64_t ooms, int64_t request) {
   if (device < 0 || device > INT16_MAX || allocator < 1 || allocator > gmt::schema::kMaxFrameworkAllocator ||
       trigger < 1 || trigger > gmt::schema::kMaxSampleTrigger) {
     return -1;
@@ -67,8 +67,7 @@ extern "C" __attribute__((visibility("default"))) uint64_t gmt_top_level_range_e
   return g_range_ends.load(std::memory_order_relaxed);
 }
 
-extern "C" __attribute__((visibility("default"))) uint64_t gmt_wait_top_level_range_end(uint64_t seen,
-                                                                                        int timeout_ms) {
+extern "C" __attribute__((visibility("default"))) uint64_t gmt_wait_top_level_range_end(uint64_t seen, int timeout_ms) {
   g_waiters.fetch_add(1, std::memory_order_seq_cst);
   uint32_t word = g_range_end_word.load(std::memory_order_seq_cst);
   if (g_range_ends.load(std::memory_order_seq_cst) == seen && timeout_ms > 0) {

@@ -27,14 +27,14 @@ bool verify_requested();
 
 Backend active_backend();
 const char* backend_name(Backend backend);  // the meta 'backend' value: "cupti", "hooks", "runtime"
-bool driver_level_backend();  // Cupti or DriverHooks: the cudart hooks must not count allocations
+bool driver_level_backend();                // Cupti or DriverHooks: the cudart hooks must not count allocations
 
 // What interpose/backend_choice.h decided, stored in the trace (meta backend, backend_reason, backend_note,
 // verify_backend, verify_unavailable).
 struct BackendDecision {
   Backend backend = Backend::Undecided;
-  std::string reason;  // schema::backend_reasons
-  std::string note;    // one line for the user, said once on stderr; empty: nothing to say
+  std::string reason;                        // schema::backend_reasons
+  std::string note;                          // one line for the user, said once on stderr; empty: nothing to say
   Backend cross_check = Backend::Undecided;  // run --verify: the second backend that records (Cupti or DriverHooks)
   std::string cross_check_unavailable;       // run --verify, when no cross-check could start: why
 };

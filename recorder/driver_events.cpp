@@ -53,8 +53,8 @@ GMT_HOT void record_driver_alloc(const DriverCall& call, schema::MemoryKind kind
   if (call.result == 0 && stream_ordered && stream_is_capturing(call.stream)) {
     return record_graph_alloc_node(call, address, size);
   }
-  EventRecord e = make_driver_event(call, call.result == 0 ? schema::EventKind::Alloc : schema::EventKind::AllocFailed,
-                                    kind);
+  EventRecord e =
+      make_driver_event(call, call.result == 0 ? schema::EventKind::Alloc : schema::EventKind::AllocFailed, kind);
   // Inside a runtime call, the runtime may probe the driver and recover from a failure the app never sees
   // (seen on the H200: one failing driver allocation per run of the stream-ordered pool sample, while every
   // runtime call succeeded). Out-of-memory is always kept: it is what OOM forensics is for.

@@ -26,10 +26,10 @@ int16_t device_of_vmm_handle(uint64_t handle);
 
 struct DeviceDescription {
   int ordinal = -1;
-  std::string name;         // "" when unknown
-  std::string uuid;         // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", "" when unknown
+  std::string name;          // "" when unknown
+  std::string uuid;          // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", "" when unknown
   int64_t total_bytes = -1;  // -1 when unknown
-  std::string pci_bus_id;   // "" when unknown
+  std::string pci_bus_id;    // "" when unknown
 };
 
 // For the devices table (the recorder's writer thread, never a hook). False when no driver answers.

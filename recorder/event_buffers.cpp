@@ -105,8 +105,8 @@ void EventBuffers::snapshot_locked(std::vector<Source>& sources, size_t max_even
   }
 }
 
-void EventBuffers::merge(std::vector<Source>& sources, uint64_t watermark, size_t max_events,
-                         uint64_t& last_time_ns, std::vector<EventRecord>& out) {
+void EventBuffers::merge(std::vector<Source>& sources, uint64_t watermark, size_t max_events, uint64_t& last_time_ns,
+                         std::vector<EventRecord>& out) {
   // A min-heap of each source's next event, by (time, source): a thread's events are in time order already.
   // The source on top gives every event that sorts before the next source's head in one go: with one thread
   // recording, or threads taking turns, that is whole runs without touching the heap.
@@ -122,7 +122,8 @@ void EventBuffers::merge(std::vector<Source>& sources, uint64_t watermark, size_
   for (size_t s = 0; s < sources.size(); ++s) {
     sources[s].taken = 0;
     const auto& runs = sources[s].runs;
-    if (!runs.empty() && runs[0].begin->time_ns <= watermark) heads.push_back({runs[0].begin->time_ns, s, 0, runs[0].begin});
+    if (!runs.empty() && runs[0].begin->time_ns <= watermark)
+      heads.push_back({runs[0].begin->time_ns, s, 0, runs[0].begin});
   }
   std::make_heap(heads.begin(), heads.end(), later);
   size_t room = max_events;

@@ -42,7 +42,9 @@ struct Chunk {
   // Events [0, published) are complete. The filling thread stores it (release) after each event; the consumer
   // loads it (acquire) and reads only slots below it, which never change until the chunk is given back.
   std::atomic<uint32_t> published{0};
-  union { EventRecord events[kChunkEvents]; };
+  union {
+    EventRecord events[kChunkEvents];
+  };
 };
 
 // One recording thread's buffer. Fields are owned as marked; "the lock" is the owner's (Recorder::mutex). The

@@ -24,8 +24,7 @@ std::atomic<bool> g_blocks_paused{false};
 using schema::Api;
 using schema::EventKind;
 
-GMT_HOT EventRecord block_event(EventKind kind, Api api, int device, uint64_t address, uint64_t size,
-                                uint64_t stream) {
+GMT_HOT EventRecord block_event(EventKind kind, Api api, int device, uint64_t address, uint64_t size, uint64_t stream) {
   EventRecord e;
   e.time_ns = now_ns();
   e.thread_id = current_thread_id();
@@ -44,9 +43,9 @@ GMT_HOT EventRecord block_event(EventKind kind, Api api, int device, uint64_t ad
 }  // namespace gmt::recorder
 
 extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocator_action(int action, int device,
-                                                                                        uint64_t address,
-                                                                                        uint64_t size,
-                                                                                        uint64_t stream) {
+                                                                                          uint64_t address,
+                                                                                          uint64_t size,
+                                                                                          uint64_t stream) {
   using namespace gmt::recorder;
   HookScope scope;  // CUDA calls made meanwhile (none expected) are not the app's
   if (!scope.active() || g_blocks_stopped.load(std::memory_order_relaxed) ||
@@ -82,8 +81,7 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
       e.call.error = kOutOfMemoryError;
       return record(e, /*take_stack=*/true);
     }
-    default:
-      return;  // FREE_REQUESTED: the block is not reusable until FREE_COMPLETED; SNAPSHOT and later actions
+    default: return;  // FREE_REQUESTED: the block is not reusable until FREE_COMPLETED; SNAPSHOT and later actions
   }
 }
 

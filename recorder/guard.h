@@ -51,9 +51,7 @@ class HookScope {
 
 // What a HookScope made here would say, without taking the guard: for work done before the hook that records
 // (the cudart hook's caller stack, taken for the driver-level event that follows).
-inline bool a_hook_here_would_record() {
-  return !t_in_hook && !g_recording_paused.load(std::memory_order_relaxed);
-}
+inline bool a_hook_here_would_record() { return !t_in_hook && !g_recording_paused.load(std::memory_order_relaxed); }
 
 // For threads of our own (the writer): everything they do is invisible to the hooks.
 inline void block_hooks_in_this_thread() { t_in_hook = kGuardHeld; }

@@ -18,10 +18,10 @@
 
 #include "recorder/driver_queries.h"
 #include "recorder/event_buffers.h"
-#include "unwind/module_map.h"
 #include "recorder/stacks.h"
 #include "recorder/trace_writer.h"
 #include "schema/event_counters.h"
+#include "unwind/module_map.h"
 
 namespace gmt::recorder::detail {
 
@@ -82,15 +82,15 @@ struct Recorder {
   // Events that arrive late with times of their own (record_late: PyTorch's tensor blocks) keep their own order.
   uint64_t last_late_time_ns = 0;
   std::vector<std::pair<std::string, std::string>> pending_meta;  // set_meta_later: written with the next batch
-  uint64_t backpressure_waits = 0;  // see schema::meta::kBackpressureWaits
-  uint64_t backpressure_wait_ns = 0;  // their total time
+  uint64_t backpressure_waits = 0;                                // see schema::meta::kBackpressureWaits
+  uint64_t backpressure_wait_ns = 0;                              // their total time
   uint64_t dropped_events = 0;  // events of NeverWaitScope threads dropped past kMaxPendingChunksNeverWait
 
   // Held during SQLite work and while the buffers are consumed (one consumer at a time); fork waits for it so the
   // child inherits no half-write. Taken before `mutex`, never after.
   std::mutex write_mutex;
   uint64_t last_written_time_ns = 0;  // under write_mutex: the time of the last event written (merge())
-  WriteRound round;  // under write_mutex: kept between batches, so that its buffers are allocated once
+  WriteRound round;                   // under write_mutex: kept between batches, so that its buffers are allocated once
 
   // fork must get both locks even while producers and the writer take them back to back (std::mutex is not
   // fair: measured, a fork under a flood of events waited 2-40 s). lock_for_fork holds fork_gate and raises
@@ -100,13 +100,13 @@ struct Recorder {
   TraceWriter writer;
   unwind::ModuleMap modules;
   bool trace_created = false;
-  std::string trace_path;  // for messages; set when the trace is created
+  std::string trace_path;     // for messages; set when the trace is created
   bool write_failed = false;  // a batch could not be written (disk full...): profiling stopped, said once
   // meta backend & co. name the decided backend (under write_mutex). A trace created before the backend was decided
   // (a stream event comes first) gets them with the first batch after, before any event of a --verify cross-check
   // is committed: a trace never holds those without the meta that keeps them out of the figures.
   bool backend_meta_decided = false;
-  uint64_t devices_seen = 0;  // bit d: an event on device d was written (under write_mutex)
+  uint64_t devices_seen = 0;       // bit d: an event on device d was written (under write_mutex)
   uint64_t devices_described = 0;  // bit d: device d's row is in the devices table (under write_mutex)
   // bit d: an app thread took on describing device d (record(), outside the lock), in the process's own
   // time: a short-lived process may exit before its writer runs, and at exit the driver is finalized already

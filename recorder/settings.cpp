@@ -39,13 +39,16 @@ void load_settings_from_environment() {
   if (const char* v = getenv(env::kFreeStacks); v && *v == '1') s.take_free_stacks = true;
   if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;
   if (const char* v = getenv(env::kUnwind); v && *v) {
-    if (std::strcmp(v, "libunwind") == 0) s.unwind = UnwindMode::Libunwind;
-    else if (std::strcmp(v, "check") == 0) s.unwind = UnwindMode::Check;
+    if (std::strcmp(v, "libunwind") == 0)
+      s.unwind = UnwindMode::Libunwind;
+    else if (std::strcmp(v, "check") == 0)
+      s.unwind = UnwindMode::Check;
     else if (std::strcmp(v, "fast") != 0)
       std::fprintf(stderr, "gpumemtrace: %s=%s is not fast, libunwind or check: using fast\n", env::kUnwind, v);
   }
   if (const char* v = getenv(env::kEventClock); v && *v) {
-    if (std::strcmp(v, "monotonic") == 0) s.tsc_event_clock = false;
+    if (std::strcmp(v, "monotonic") == 0)
+      s.tsc_event_clock = false;
     else if (std::strcmp(v, "tsc") != 0)
       std::fprintf(stderr, "gpumemtrace: %s=%s is not tsc or monotonic: using tsc\n", env::kEventClock, v);
   }

@@ -1,9 +1,9 @@
 #include "recorder/stacks.h"
 
 #include <dlfcn.h>
+#include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
-#include <libunwind.h>
 
 #include <algorithm>
 #include <atomic>
@@ -289,8 +289,7 @@ GMT_HOT uint32_t cached_stack_id(const StackTable& table, const RawStack& stack,
   return e.id;
 }
 
-void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash,
-                       StackTable::Interned interned) {
+void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash, StackTable::Interned interned) {
   if (interned.id == 0) return;
   if (stack.walk != 0) t_last_stack = LastStack{stack.walk, &table, interned.id};
   StackCache* cache = stack_cache_of_this_thread();

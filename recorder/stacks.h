@@ -77,7 +77,6 @@ class StackTable {
 // what intern() would; entries of another table (a forked child's fresh recorder) never match. Direct-mapped:
 // a colliding stack replaces the entry. 0: not known, intern it.
 uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash);
-void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash,
-                       StackTable::Interned interned);
+void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash, StackTable::Interned interned);
 
 }  // namespace gmt::recorder

@@ -118,29 +118,29 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
     db_ = nullptr;
     return false;
   }
-  bool ok = prepare(&insert_event_, insert_events_sql(1).c_str()) &&
-            prepare(&insert_event_group_, insert_events_sql(kEventsPerInsert).c_str()) &&
-            prepare(&insert_failure_,
-                    "INSERT INTO alloc_failures(event_id, device_free, device_total) VALUES (?1, ?2, ?3)") &&
-            prepare(&insert_stack_, "INSERT INTO stacks(id, depth) VALUES (?1, ?2)") &&
-            prepare(&insert_frame_, "INSERT INTO stack_frames(stack_id, level, pc, python_frame_id) "
-                                    "VALUES (?1, ?2, ?3, ?4)") &&
-            prepare(&insert_python_frame_, "INSERT INTO python_frames(id, file_id, function_id, line) "
-                                           "VALUES (?1, ?2, ?3, ?4)") &&
-            prepare(&insert_module_, "INSERT INTO modules(path, base, size, build_id) VALUES (?1, ?2, ?3, ?4)") &&
-            prepare(&upsert_meta_, schema::kSetMetaSql) &&
-            prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
-                                         "VALUES (?1, ?2, ?3, ?4, ?5)") &&
-            prepare(&insert_allocator_sample_,
-                    "INSERT INTO allocator_stats(time_ns, device, allocator, trigger, in_use_bytes, reserved_bytes, "
-                    "inactive_split_bytes, alloc_retries, ooms, request_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-                    "?9, ?10)") &&
-            prepare(&insert_string_, "INSERT INTO strings(id, text) VALUES (?1, ?2)") &&
-            prepare(&insert_range_, "INSERT INTO ranges(id, thread_id, domain_id, name_id, start_ns, depth, end_ns, "
-                                    "end_thread_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") &&
-            prepare(&end_range_,
-                    "UPDATE ranges SET end_ns = ?2, end_thread_id = ?3 WHERE id = ?1 AND end_ns IS NULL") &&
-            prepare(&insert_mark_, "INSERT INTO marks(time_ns, thread_id, domain_id, name_id) VALUES (?1, ?2, ?3, ?4)");
+  bool ok =
+      prepare(&insert_event_, insert_events_sql(1).c_str()) &&
+      prepare(&insert_event_group_, insert_events_sql(kEventsPerInsert).c_str()) &&
+      prepare(&insert_failure_,
+              "INSERT INTO alloc_failures(event_id, device_free, device_total) VALUES (?1, ?2, ?3)") &&
+      prepare(&insert_stack_, "INSERT INTO stacks(id, depth) VALUES (?1, ?2)") &&
+      prepare(&insert_frame_, "INSERT INTO stack_frames(stack_id, level, pc, python_frame_id) "
+                              "VALUES (?1, ?2, ?3, ?4)") &&
+      prepare(&insert_python_frame_, "INSERT INTO python_frames(id, file_id, function_id, line) "
+                                     "VALUES (?1, ?2, ?3, ?4)") &&
+      prepare(&insert_module_, "INSERT INTO modules(path, base, size, build_id) VALUES (?1, ?2, ?3, ?4)") &&
+      prepare(&upsert_meta_, schema::kSetMetaSql) &&
+      prepare(&insert_pool_usage_, "INSERT INTO pool_usage(time_ns, pool, device, reserved_bytes, used_bytes) "
+                                   "VALUES (?1, ?2, ?3, ?4, ?5)") &&
+      prepare(&insert_allocator_sample_,
+              "INSERT INTO allocator_stats(time_ns, device, allocator, trigger, in_use_bytes, reserved_bytes, "
+              "inactive_split_bytes, alloc_retries, ooms, request_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+              "?9, ?10)") &&
+      prepare(&insert_string_, "INSERT INTO strings(id, text) VALUES (?1, ?2)") &&
+      prepare(&insert_range_, "INSERT INTO ranges(id, thread_id, domain_id, name_id, start_ns, depth, end_ns, "
+                              "end_thread_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)") &&
+      prepare(&end_range_, "UPDATE ranges SET end_ns = ?2, end_thread_id = ?3 WHERE id = ?1 AND end_ns IS NULL") &&
+      prepare(&insert_mark_, "INSERT INTO marks(time_ns, thread_id, domain_id, name_id) VALUES (?1, ?2, ?3, ?4)");
   if (!ok) {
     error = "cannot initialize trace '" + path + "': " + last_error_;
     close();
@@ -185,8 +185,7 @@ void TraceWriter::set_launch_meta(const schema::LaunchIdentity& launch) {
 }
 
 bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
-                              const size_t* run_lengths, size_t runs,
-                              const std::vector<unwind::Module>& modules) {
+                              const size_t* run_lengths, size_t runs, const std::vector<unwind::Module>& modules) {
   if (!db_) return false;
   size_t events = 0;
   for (size_t r = 0; r < runs; ++r) events += run_lengths[r];

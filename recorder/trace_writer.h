@@ -12,9 +12,9 @@
 
 #include "recorder/driver_queries.h"
 #include "recorder/event.h"
-#include "unwind/module_map.h"
 #include "recorder/stacks.h"
 #include "schema/trace_naming.h"
+#include "unwind/module_map.h"
 
 namespace gmt::recorder {
 
@@ -26,7 +26,7 @@ class WriterObserver {
   virtual ~WriterObserver() = default;
   virtual void on_create_begin() = 0;
   virtual void on_create_end() = 0;
-  virtual void on_batch_begin(size_t events) = 0;  // every batch, also empty ones (every 200 ms)
+  virtual void on_batch_begin(size_t events) = 0;       // every batch, also empty ones (every 200 ms)
   virtual void on_event(const EventRecord& event) = 0;  // each event of the batch, in order
   virtual void on_batch_end() = 0;
 };
@@ -47,8 +47,8 @@ class TraceWriter {
   void write_device(const DeviceDescription& device);
   // One transaction: stacks first, so every event's stack_id exists when its event does; likewise every
   // string interned so far (recorder/strings.h) before the ranges and marks that name it.
-  bool write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs,
-                   const size_t* run_lengths, size_t runs, const std::vector<unwind::Module>& modules);
+  bool write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs, const size_t* run_lengths,
+                   size_t runs, const std::vector<unwind::Module>& modules);
   void close();
   bool is_open() const { return db_ != nullptr; }
   const std::string& last_error() const { return last_error_; }
@@ -57,15 +57,14 @@ class TraceWriter {
   bool create_file(const std::string& path, std::string& error);
   bool exec(const char* sql);
   bool prepare(sqlite3_stmt** stmt, const char* sql);
-  bool step_and_reset(sqlite3_stmt* stmt);  // and clears the bindings: for statements that leave some NULL
+  bool step_and_reset(sqlite3_stmt* stmt);        // and clears the bindings: for statements that leave some NULL
   bool step_and_reset_bound(sqlite3_stmt* stmt);  // for statements whose every parameter is bound each time
   bool write_new_strings(uint32_t& written);
   bool write_new_python_frames(uint32_t count);  // trace_writer_python.cpp
-  void bind_frame(size_t level, uintptr_t pc);     // trace_writer_python.cpp
+  void bind_frame(size_t level, uintptr_t pc);   // trace_writer_python.cpp
   bool write_range_event(const EventRecord& e);
   bool write_allocator_sample(const EventRecord& e);  // trace_writer_allocator.cpp
   bool insert_pending_ranges();
-
 
   sqlite3* db_ = nullptr;
   bool add_to_event_group(const EventRecord& e);
@@ -73,7 +72,7 @@ class TraceWriter {
 
   static constexpr size_t kEventsPerInsert = 64;
   sqlite3_stmt* insert_event_ = nullptr;
-  sqlite3_stmt* insert_event_group_ = nullptr;  // kEventsPerInsert rows per step
+  sqlite3_stmt* insert_event_group_ = nullptr;       // kEventsPerInsert rows per step
   const EventRecord* group_[kEventsPerInsert] = {};  // the rows bound to insert_event_group_ so far
   size_t grouped_events_ = 0;
   sqlite3_stmt* insert_failure_ = nullptr;
@@ -89,7 +88,7 @@ class TraceWriter {
   sqlite3_stmt* insert_mark_ = nullptr;
   sqlite3_stmt* insert_python_frame_ = nullptr;
   uint32_t python_frames_written_ = 0;  // python_frames ids 1..python_frames_written_ are in this trace
-  uint32_t strings_written_ = 0;  // ids 1..strings_written_ are in this trace (a forked child starts at 0)
+  uint32_t strings_written_ = 0;        // ids 1..strings_written_ are in this trace (a forked child starts at 0)
   // Open start/end ranges: the nvtxRangeId_t the app holds -> ranges.id. The app ends such a range by the id
   // it was given (which may be another tool's, when chained), so the row is found here.
   std::unordered_map<uint64_t, uint64_t> open_start_end_ranges_;

@@ -1,8 +1,8 @@
 // The writer's part of the Python frames (schema v5): the python_frames rows, and stack_frames rows that
 // name one of them instead of a return address.
 #include "recorder/python_frame_table.h"
-#include "unwind/python_frames.h"
 #include "recorder/trace_writer.h"
+#include "unwind/python_frames.h"
 
 namespace gmt::recorder {
 

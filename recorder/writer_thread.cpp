@@ -210,7 +210,7 @@ bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
     }
     size_t committed = 0;
     for (size_t length : lengths) committed += length;
-    r.buffers.note_committed(committed);  // on disk now: a kill from here on loses none of them
+    r.buffers.note_committed(committed);                          // on disk now: a kill from here on loses none of them
     if (r.devices_seen != devices_before) write_devices_meta(r);  // rare: a device seen for the first time
     if (round.events.size() < kEventsPerTransaction) return true;  // nothing left at or before the watermark
   }
@@ -298,8 +298,8 @@ void writer_main(Recorder* r) {
       while (!writer_has_work_locked(*r)) {
         auto now = std::chrono::steady_clock::now();
         if (now >= deadline) break;
-        r->wake_writer.wait_for(lock, std::min<std::chrono::steady_clock::duration>(kSignalPollInterval,
-                                                                                    deadline - now));
+        r->wake_writer.wait_for(lock,
+                                std::min<std::chrono::steady_clock::duration>(kSignalPollInterval, deadline - now));
       }
       serving = r->flush_requested.load(std::memory_order_acquire);
       meta = take_batch_meta_locked(*r);

@@ -15,15 +15,15 @@
 
 namespace {
 
-#define PROBE_CHECK(call)                                                                \
-  do {                                                                                   \
-    CUresult probe_err = (call);                                                         \
-    if (probe_err != CUDA_SUCCESS) {                                                     \
-      const char* name = nullptr;                                                        \
-      cuGetErrorName(probe_err, &name);                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, name);   \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+#define PROBE_CHECK(call)                                                              \
+  do {                                                                                 \
+    CUresult probe_err = (call);                                                       \
+    if (probe_err != CUDA_SUCCESS) {                                                   \
+      const char* name = nullptr;                                                      \
+      cuGetErrorName(probe_err, &name);                                                \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, name); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
   } while (0)
 
 CUdevice g_device;
@@ -36,8 +36,14 @@ struct Query {
 };
 
 void query_calls(std::vector<Query>& queries) {
-  queries.push_back({"cuCtxGetCurrent", [] { CUcontext c; cuCtxGetCurrent(&c); }});
-  queries.push_back({"cuCtxGetDevice", [] { CUdevice d; cuCtxGetDevice(&d); }});
+  queries.push_back({"cuCtxGetCurrent", [] {
+                       CUcontext c;
+                       cuCtxGetCurrent(&c);
+                     }});
+  queries.push_back({"cuCtxGetDevice", [] {
+                       CUdevice d;
+                       cuCtxGetDevice(&d);
+                     }});
   queries.push_back({"cuMemPoolGetAttribute", [] {
                        CUmemoryPool pool;
                        cuuint64_t value = 0;
@@ -46,14 +52,27 @@ void query_calls(std::vector<Query>& queries) {
                          cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value);
                        }
                      }});
-  queries.push_back({"cuMemGetInfo", [] { size_t f, t; cuMemGetInfo(&f, &t); }});
-  queries.push_back({"cuDeviceGetName", [] { char n[128]; cuDeviceGetName(n, sizeof n, g_device); }});
-  queries.push_back({"cuDeviceTotalMem", [] { size_t t; cuDeviceTotalMem(&t, g_device); }});
+  queries.push_back({"cuMemGetInfo", [] {
+                       size_t f, t;
+                       cuMemGetInfo(&f, &t);
+                     }});
+  queries.push_back({"cuDeviceGetName", [] {
+                       char n[128];
+                       cuDeviceGetName(n, sizeof n, g_device);
+                     }});
+  queries.push_back({"cuDeviceTotalMem", [] {
+                       size_t t;
+                       cuDeviceTotalMem(&t, g_device);
+                     }});
   queries.push_back({"cuPointerGetAttribute", [] {
                        int ordinal = -1;
                        cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, g_plain);
                      }});
-  queries.push_back({"cuMemGetAddressRange", [] { CUdeviceptr b; size_t s; cuMemGetAddressRange(&b, &s, g_plain); }});
+  queries.push_back({"cuMemGetAddressRange", [] {
+                       CUdeviceptr b;
+                       size_t s;
+                       cuMemGetAddressRange(&b, &s, g_plain);
+                     }});
   queries.push_back({"cuDeviceGetGraphMemAttribute", [] {
                        cuuint64_t value = 0;
                        cuDeviceGetGraphMemAttribute(g_device, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &value);

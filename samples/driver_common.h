@@ -6,15 +6,15 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define DRIVER_CHECK(call)                                                      \
-  do {                                                                          \
-    CUresult driver_err = (call);                                               \
-    if (driver_err != CUDA_SUCCESS) {                                           \
-      const char* text = nullptr;                                               \
-      cuGetErrorString(driver_err, &text);                                      \
-      std::fprintf(stderr, "%s failed: %s\n", #call, text ? text : "?");        \
-      std::exit(1);                                                             \
-    }                                                                           \
+#define DRIVER_CHECK(call)                                               \
+  do {                                                                   \
+    CUresult driver_err = (call);                                        \
+    if (driver_err != CUDA_SUCCESS) {                                    \
+      const char* text = nullptr;                                        \
+      cuGetErrorString(driver_err, &text);                               \
+      std::fprintf(stderr, "%s failed: %s\n", #call, text ? text : "?"); \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
 // Initializes the driver and makes device 0's primary context current, as the runtime would on first use.

@@ -167,7 +167,6 @@ int main(int argc, char** argv) {
   LeakTruth truth;
   if (keep) truth.leak(kBigBytes);
   truth.print();
-  std::printf("expected: graph_allocations=%d graph_frees=%d\n", 2 * launches,
-              2 * launches - (keep ? 1 : 0));
+  std::printf("expected: graph_allocations=%d graph_frees=%d\n", 2 * launches, 2 * launches - (keep ? 1 : 0));
   return 0;
 }

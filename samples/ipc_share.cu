@@ -98,8 +98,8 @@ int import_main() {
 
   SAMPLE_CHECK(cudaIpcCloseMemHandle(shared));
   SAMPLE_CHECK(cudaFree(own));
-  std::printf("ipc-truth: importer device=%d own_bytes=%zu imported_bytes=%zu left_open_bytes=%zu\n", device,
-              kOwnBytes, kSharedBytes + kKeptBytes, kKeptBytes);
+  std::printf("ipc-truth: importer device=%d own_bytes=%zu imported_bytes=%zu left_open_bytes=%zu\n", device, kOwnBytes,
+              kSharedBytes + kKeptBytes, kKeptBytes);
   std::fflush(stdout);
   (void)kept;  // left open on purpose
   return 0;

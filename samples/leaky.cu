@@ -18,7 +18,7 @@ __attribute__((noinline)) float* load_weights(size_t bytes) {
   void* weights = nullptr;
   SAMPLE_CHECK(cudaMalloc(&weights, bytes));  // LEAK-SITE: load_weights
   fill<<<static_cast<unsigned>((bytes / sizeof(float) + 255) / 256), 256>>>(static_cast<float*>(weights),
-                                                                           bytes / sizeof(float), 1.0f);
+                                                                            bytes / sizeof(float), 1.0f);
   SAMPLE_CHECK(cudaGetLastError());
   truth.leak(bytes);  // never freed
   return static_cast<float*>(weights);
@@ -27,7 +27,7 @@ __attribute__((noinline)) float* load_weights(size_t bytes) {
 __attribute__((noinline)) void make_workspace(size_t bytes) {
   void* workspace = nullptr;
   SAMPLE_CHECK(cudaMallocManaged(&workspace, bytes));  // LEAK-SITE: make_workspace
-  truth.leak(bytes);  // the pointer goes out of scope: leaked every call
+  truth.leak(bytes);                                   // the pointer goes out of scope: leaked every call
 }
 
 __attribute__((noinline)) void stage_host_buffer(size_t bytes) {

@@ -67,11 +67,16 @@ int main(int argc, char** argv) {
   int steps = 4;
   int step_ms = 0;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--step-ms") == 0 && i + 1 < argc) step_ms = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--print-levels") == 0) print_levels = true;
-    else if (std::strcmp(argv[i], "--request-too-much") == 0) request_too_much = true;
-    else if (std::strcmp(argv[i], "--bench") == 0 && i + 1 < argc) return bench(std::atol(argv[++i]));
+    if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+      steps = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--step-ms") == 0 && i + 1 < argc)
+      step_ms = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--print-levels") == 0)
+      print_levels = true;
+    else if (std::strcmp(argv[i], "--request-too-much") == 0)
+      request_too_much = true;
+    else if (std::strcmp(argv[i], "--bench") == 0 && i + 1 < argc)
+      return bench(std::atol(argv[++i]));
   }
   LeakTruth truth;
   SAMPLE_CHECK(cudaFree(nullptr));

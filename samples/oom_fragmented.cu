@@ -56,8 +56,8 @@ int main() {
   for (int i = 1; i < kBlocks; i += 2) SAMPLE_CHECK(cudaFree(blocks[i]));
   SAMPLE_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
 
-  const size_t fragmented_request = 2 * block;          // less than the free memory, more than any free block
-  const size_t true_oom_request = free_bytes + block;   // more than all the free memory
+  const size_t fragmented_request = 2 * block;         // less than the free memory, more than any free block
+  const size_t true_oom_request = free_bytes + block;  // more than all the free memory
   if (!request(fragmented_request)) std::printf("note: the driver found room for %zu bytes\n", fragmented_request);
   if (!request(true_oom_request)) std::printf("note: the driver found room for %zu bytes\n", true_oom_request);
   std::printf("truth: oom block_bytes=%zu fragmented_request=%zu device_free=%zu true_oom_request=%zu\n", block,

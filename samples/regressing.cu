@@ -57,10 +57,10 @@ __attribute__((noinline)) void temporaries() {
 }  // namespace
 
 int main() {
-  load_weights(2 << 20);                                         // 2 MiB in both builds
+  load_weights(2 << 20);                                            // 2 MiB in both builds
   for (int i = 0; i < kWorkspaces; ++i) make_workspace(128 << 10);  // 3 or 4 x 128 KiB
-  stage_inputs(64 << 10);                                        // 64 KiB leaked by the base build only
-  if (kNewBuild) cache_results(256 << 10);                       // 256 KiB leaked by the new build only
+  stage_inputs(64 << 10);                                           // 64 KiB leaked by the base build only
+  if (kNewBuild) cache_results(256 << 10);                          // 256 KiB leaked by the new build only
   temporaries();
   SAMPLE_CHECK(cudaDeviceSynchronize());
   truth.print();

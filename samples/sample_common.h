@@ -7,14 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define SAMPLE_CHECK(call)                                                                          \
-  do {                                                                                              \
-    cudaError_t sample_err = (call);                                                                \
-    if (sample_err != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                     \
-                   cudaGetErrorString(sample_err));                                                 \
-      std::exit(1);                                                                                 \
-    }                                                                                               \
+#define SAMPLE_CHECK(call)                                                                                       \
+  do {                                                                                                           \
+    cudaError_t sample_err = (call);                                                                             \
+    if (sample_err != cudaSuccess) {                                                                             \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(sample_err)); \
+      std::exit(1);                                                                                              \
+    }                                                                                                            \
   } while (0)
 
 // The program's own account of what it leaked. Printed on stdout as one line:

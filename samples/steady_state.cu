@@ -28,7 +28,7 @@ __attribute__((noinline)) void train_step(int step) {
   }
   void* workspace = nullptr;
   SAMPLE_CHECK(cudaMalloc(&workspace, (step % 2 == 0 ? 3 : 5) * kMiB));  // varies, but is always freed
-  usleep(200);  // the "kernels"
+  usleep(200);                                                           // the "kernels"
   SAMPLE_CHECK(cudaFree(workspace));
   for (int layer = 3; layer >= 0; --layer) SAMPLE_CHECK(cudaFree(activations[layer]));
 }

@@ -29,8 +29,7 @@ int main(int argc, char** argv) {
   LeakTruth truth;
   for (int t = 0; t < threads; ++t) truth.leak((t + 1) * 1024);
   truth.print();
-  std::printf("expected: allocations=%llu frees=%llu\n",
-              static_cast<unsigned long long>(threads) * (pairs + 1),
+  std::printf("expected: allocations=%llu frees=%llu\n", static_cast<unsigned long long>(threads) * (pairs + 1),
               static_cast<unsigned long long>(threads) * pairs);
   return 0;
 }

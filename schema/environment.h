@@ -76,7 +76,8 @@ inline constexpr const char* kDebugDriverHooks = "GMT_DEBUG_DRIVER_HOOKS";
 // Milliseconds between cadence samples of a framework allocator's statistics (default 100; "0": none)
 // (python/gpumemtrace_inprocess/allocator_stats.py).
 inline constexpr const char* kAllocatorSampleMs = "GMT_ALLOCATOR_SAMPLE_MS";
-// Where the PyTorch bridge is built and found, one file per torch build (python/gpumemtrace_inprocess/torch_tracker.py).
+// Where the PyTorch bridge is built and found, one file per torch build
+// (python/gpumemtrace_inprocess/torch_tracker.py).
 inline constexpr const char* kTorchBridgeCache = "GMT_TORCH_BRIDGE_CACHE";
 
 // ---- the simulated CUDA runtime (tests/simcuda/README.md) ------------------------------------------------------

@@ -70,8 +70,11 @@ bool initialize_trace(sqlite3* db, std::string& error) {
   // readable if the process dies. NORMAL sync: an app crash loses nothing committed; only a power loss could
   // lose the last batch.
   std::string setup = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                      "PRAGMA application_id=" + std::to_string(kApplicationId) + ";"
-                      "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";";
+                      "PRAGMA application_id=" +
+                      std::to_string(kApplicationId) +
+                      ";"
+                      "PRAGMA user_version=" +
+                      std::to_string(kSchemaVersion) + ";";
   if (!exec(db, setup, error) || !exec(db, "BEGIN", error)) return false;
   bool ok = exec(db, kCreateSchemaSql, error) &&
             fill_lookup_table<EventKind>(db, "event_kinds", kMaxEventKind, error) &&

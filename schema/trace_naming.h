@@ -24,20 +24,20 @@ inline constexpr const char* kNoDevice = "nodev";
 // Where a process sits in a multi-process job, from the variables the common launchers set (torchrun,
 // Open MPI's mpirun, Slurm's srun, MPICH/Intel MPI's PMI), first one set wins. Empty strings: not set.
 struct LaunchIdentity {
-  std::string rank;              // RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK
-  std::string rank_source;       // the name of the variable rank came from
-  std::string local_rank;        // LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID
+  std::string rank;         // RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK
+  std::string rank_source;  // the name of the variable rank came from
+  std::string local_rank;   // LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID
   std::string local_rank_source;
-  std::string world_size;        // WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE
-  std::string visible_device;    // the first entry of CUDA_VISIBLE_DEVICES
+  std::string world_size;      // WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE
+  std::string visible_device;  // the first entry of CUDA_VISIBLE_DEVICES
 };
 
 // Keeps a value usable inside a file name: letters, digits, '.', '-' and '_'; anything else becomes '_'.
 inline std::string file_name_safe(const std::string& value) {
   std::string out = value;
   for (char& c : out) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '-' || c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
     if (!ok) c = '_';
   }
   return out;

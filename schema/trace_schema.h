@@ -37,7 +37,7 @@ enum class EventKind : uint8_t {
   AllocFailed = 3,   // an allocation that returned an error; size is the request
   StreamCreate = 4,  // stream = the new stream handle
   StreamDestroy = 5,
-  Synchronize = 6,   // cudaStreamSynchronize (stream set) or cudaDeviceSynchronize (stream 0)
+  Synchronize = 6,  // cudaStreamSynchronize (stream set) or cudaDeviceSynchronize (stream 0)
   // Stream-ordered memory pools: address = the pool handle.
   PoolCreate = 7,
   PoolDestroy = 8,
@@ -167,7 +167,7 @@ enum class Api : uint8_t {
   nvtxMemHeapUnregister = 55,   // SegmentFree: the heap, and Free of every region still in it
   nvtxMemRegionsRegister = 56,  // Alloc (memory kind HeapBlock): a region handed out inside a heap
   nvtxMemRegionsUnregister = 57,
-  nvtxMemHeapReset = 58,        // Free of every region of a heap, which stays registered
+  nvtxMemHeapReset = 58,  // Free of every region of a heap, which stays registered
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -189,11 +189,11 @@ inline constexpr uint64_t kGraphMemoryPool = ~uint64_t{0};
 
 // Which framework allocator an allocator_stats row describes (v6).
 enum class FrameworkAllocator : uint8_t {
-  TorchCaching = 1,       // PyTorch's caching allocator, default settings (cudaMalloc'd segments)
-  TorchExpandable = 2,    // PyTorch's caching allocator with expandable_segments:True (VMM segments)
-  TorchMallocAsync = 3,   // PyTorch with backend:cudaMallocAsync
-  CupyPool = 4,           // CuPy's default memory pool
-  JaxXla = 5,             // JAX/XLA's allocator (BFC or platform), per device
+  TorchCaching = 1,      // PyTorch's caching allocator, default settings (cudaMalloc'd segments)
+  TorchExpandable = 2,   // PyTorch's caching allocator with expandable_segments:True (VMM segments)
+  TorchMallocAsync = 3,  // PyTorch with backend:cudaMallocAsync
+  CupyPool = 4,          // CuPy's default memory pool
+  JaxXla = 5,            // JAX/XLA's allocator (BFC or platform), per device
 };
 
 // Why an allocator_stats row was taken (v6).
@@ -346,10 +346,10 @@ inline constexpr const char* kHostname = "hostname";
 inline constexpr const char* kStartUnixNs = "start_unix_ns";
 inline constexpr const char* kStartMonotonicNs = "start_monotonic_ns";
 inline constexpr const char* kEndMonotonicNs = "end_monotonic_ns";  // written at a clean exit
-inline constexpr const char* kComplete = "complete";          // "1" once the process exited cleanly
-inline constexpr const char* kSimulated = "simulated";        // "1" under the simulated CUDA runtime
-inline constexpr const char* kBackend = "backend";  // "cupti", "hooks" or "runtime" (see Source)
-inline constexpr const char* kBackendNote = "backend_note";  // why this backend: e.g. CUPTI refused
+inline constexpr const char* kComplete = "complete";                // "1" once the process exited cleanly
+inline constexpr const char* kSimulated = "simulated";              // "1" under the simulated CUDA runtime
+inline constexpr const char* kBackend = "backend";                  // "cupti", "hooks" or "runtime" (see Source)
+inline constexpr const char* kBackendNote = "backend_note";         // why this backend: e.g. CUPTI refused
 // Why this backend was chosen, one of backend_reasons below (v7). Absent in older traces.
 inline constexpr const char* kBackendReason = "backend_reason";
 // `run --verify` (v7): the second driver-level backend that recorded every event as well, under its own source
@@ -365,11 +365,11 @@ inline constexpr const char* kDroppedEvents = "dropped_events";  // events lost 
 // batch once the first wait happened; absent when the app never waited.
 inline constexpr const char* kBackpressureWaits = "backpressure_waits";
 inline constexpr const char* kBackpressureWaitNs = "backpressure_wait_ns";
-inline constexpr const char* kSymbolized = "symbolized";         // "1" once symbols are filled
+inline constexpr const char* kSymbolized = "symbolized";  // "1" once symbols are filled
 // Multi-process jobs (docs/trace-format.md): written only when a launcher variable is set.
-inline constexpr const char* kRank = "rank";                  // global rank, as the launcher gave it
-inline constexpr const char* kRankSource = "rank_source";     // the variable it came from, e.g. "RANK"
-inline constexpr const char* kLocalRank = "local_rank";       // rank on this host
+inline constexpr const char* kRank = "rank";               // global rank, as the launcher gave it
+inline constexpr const char* kRankSource = "rank_source";  // the variable it came from, e.g. "RANK"
+inline constexpr const char* kLocalRank = "local_rank";    // rank on this host
 inline constexpr const char* kLocalRankSource = "local_rank_source";
 inline constexpr const char* kWorldSize = "world_size";
 // Device ordinals the process's events named, ascending, comma-separated ("0,1"); "" when none. Updated when
@@ -441,7 +441,7 @@ inline constexpr const char* kHooks = "hooks";
 
 // The values of meta.backend_reason (v7): why meta.backend is the one that counted (recorder/backend_choice.h).
 namespace backend_reasons {
-inline constexpr const char* kRequested = "requested";  // --backend named it (and it could be had)
+inline constexpr const char* kRequested = "requested";   // --backend named it (and it could be had)
 inline constexpr const char* kHooksBind = "hooks_bind";  // auto: the driver hooks bind in this process (the default)
 // auto: the driver hooks cannot see this process's allocations (backend_note says why): CUPTI counts.
 inline constexpr const char* kHooksCannotBind = "hooks_cannot_bind";
@@ -449,7 +449,7 @@ inline constexpr const char* kHooksCannotBind = "hooks_cannot_bind";
 inline constexpr const char* kCuptiUnavailable = "cupti_unavailable";
 // auto: the hooks cannot bind and CUPTI cannot be had either: the hooks count, and allocations may be missing.
 inline constexpr const char* kNeitherBinds = "hooks_cannot_bind_cupti_unavailable";
-inline constexpr const char* kNoDriver = "no_driver";  // no CUDA driver in this process: runtime
+inline constexpr const char* kNoDriver = "no_driver";   // no CUDA driver in this process: runtime
 inline constexpr const char* kSimulated = "simulated";  // the simulated CUDA runtime: runtime
 }  // namespace backend_reasons
 

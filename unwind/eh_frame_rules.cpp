@@ -20,9 +20,19 @@ namespace {
 // "Exception Frames").
 constexpr unsigned kRegRbp = 6, kRegRsp = 7;
 enum : uint8_t {
-  kPeOmit = 0xff, kPeAbsptr = 0x00, kPeUleb = 0x01, kPeUdata2 = 0x02, kPeUdata4 = 0x03, kPeUdata8 = 0x04,
-  kPeSleb = 0x09, kPeSdata2 = 0x0a, kPeSdata4 = 0x0b, kPeSdata8 = 0x0c,
-  kPePcrel = 0x10, kPeDatarel = 0x30, kPeIndirect = 0x80,
+  kPeOmit = 0xff,
+  kPeAbsptr = 0x00,
+  kPeUleb = 0x01,
+  kPeUdata2 = 0x02,
+  kPeUdata4 = 0x03,
+  kPeUdata8 = 0x04,
+  kPeSleb = 0x09,
+  kPeSdata2 = 0x0a,
+  kPeSdata4 = 0x0b,
+  kPeSdata8 = 0x0c,
+  kPePcrel = 0x10,
+  kPeDatarel = 0x30,
+  kPeIndirect = 0x80,
 };
 
 struct Reader {
@@ -85,8 +95,10 @@ struct Reader {
       default: ok = false; return 0;  // textrel, funcrel, aligned: not used on x86-64 Linux
     }
     if (encoding & kPeIndirect) {
-      if (value == 0) ok = false;
-      else std::memcpy(&value, reinterpret_cast<const void*>(value), sizeof(value));
+      if (value == 0)
+        ok = false;
+      else
+        std::memcpy(&value, reinterpret_cast<const void*>(value), sizeof(value));
     }
     return value;
   }
@@ -183,9 +195,7 @@ bool run_cfa_program(Reader r, const Cie& cie, uint64_t location, uint64_t targe
     if (reg == cie.ra_register) return &state.ra;
     return nullptr;  // a register the walk does not need
   };
-  auto initial_rule_of = [&](uint64_t reg) -> RegisterRule {
-    return reg == kRegRbp ? initial.bp : initial.ra;
-  };
+  auto initial_rule_of = [&](uint64_t reg) -> RegisterRule { return reg == kRegRbp ? initial.bp : initial.ra; };
   while (r.ok && r.p < r.end) {
     uint8_t op = r.fixed<uint8_t>();
     uint8_t low = op & 0x3f;
@@ -212,7 +222,9 @@ bool run_cfa_program(Reader r, const Cie& cie, uint64_t location, uint64_t targe
         location = r.pointer(cie.fde_encoding);
         if (location > target) return true;
         break;
-      case 0x02: case 0x03: case 0x04: {  // DW_CFA_advance_loc1/2/4
+      case 0x02:
+      case 0x03:
+      case 0x04: {  // DW_CFA_advance_loc1/2/4
         uint64_t delta = op == 0x02 ? r.fixed<uint8_t>() : op == 0x03 ? r.fixed<uint16_t>() : r.fixed<uint32_t>();
         location += delta * cie.code_align;
         if (location > target) return true;
@@ -306,7 +318,9 @@ bool run_cfa_program(Reader r, const Cie& cie, uint64_t location, uint64_t targe
         }
         break;
       }
-      case 0x14: case 0x15: case 0x16: {  // DW_CFA_val_offset(_sf), DW_CFA_val_expression
+      case 0x14:
+      case 0x15:
+      case 0x16: {  // DW_CFA_val_offset(_sf), DW_CFA_val_expression
         uint64_t reg = r.uleb();
         if (op == 0x16) {
           uint64_t length = r.uleb();
@@ -323,8 +337,7 @@ bool run_cfa_program(Reader r, const Cie& cie, uint64_t location, uint64_t targe
       case 0x2e:  // DW_CFA_GNU_args_size: only matters to exception handling
         r.uleb();
         break;
-      default:
-        return false;
+      default: return false;
     }
   }
   return r.ok;
@@ -373,8 +386,10 @@ const uint8_t* find_fde(uintptr_t pc) {
   uint64_t low = 0, high = count;  // the answer is the last entry whose location <= pc
   while (high - low > 1) {
     uint64_t mid = low + (high - low) / 2;
-    if (hdr_base + static_cast<int64_t>(table[2 * mid]) <= pc) low = mid;
-    else high = mid;
+    if (hdr_base + static_cast<int64_t>(table[2 * mid]) <= pc)
+      low = mid;
+    else
+      high = mid;
   }
   if (hdr_base + static_cast<int64_t>(table[2 * low]) > pc) return nullptr;
   return reinterpret_cast<const uint8_t*>(hdr_base + static_cast<int64_t>(table[2 * low + 1]));
@@ -410,8 +425,10 @@ Rule rule_from_eh_frame(uintptr_t pc) {
   if (state.ra.kind != RegisterRule::Offset || state.ra.offset != -8) return unsupported();
   CfaKind cfa = state.cfa;
   if (cfa == CfaKind::SpPlus) {
-    if (state.cfa_register == kRegRbp) cfa = CfaKind::BpPlus;
-    else if (state.cfa_register != kRegRsp) return unsupported();
+    if (state.cfa_register == kRegRbp)
+      cfa = CfaKind::BpPlus;
+    else if (state.cfa_register != kRegRsp)
+      return unsupported();
   }
   if (cfa == CfaKind::Unsupported) return unsupported();
   BpKind bp = BpKind::Unchanged;

@@ -9,11 +9,11 @@
 namespace gmt::unwind::rules {
 
 enum class CfaKind : uint8_t {
-  SpPlus,      // CFA = rsp + offset
-  BpPlus,      // CFA = rbp + offset
-  DerefBp,     // CFA = *(rbp + offset): gcc's stack realignment (DW_OP_breg6 offset; DW_OP_deref)
-  EndOfStack,  // the return address is undefined: the outermost frame (_start, clone3)
-  Unsupported, // anything else: the walk gives up
+  SpPlus,       // CFA = rsp + offset
+  BpPlus,       // CFA = rbp + offset
+  DerefBp,      // CFA = *(rbp + offset): gcc's stack realignment (DW_OP_breg6 offset; DW_OP_deref)
+  EndOfStack,   // the return address is undefined: the outermost frame (_start, clone3)
+  Unsupported,  // anything else: the walk gives up
 };
 enum class BpKind : uint8_t {
   Unchanged,  // the caller's rbp is this frame's rbp

@@ -90,9 +90,9 @@ thread_local uint64_t t_replayed_walks __attribute__((tls_model("initial-exec"))
 
 struct ThreadWalk {
   uintptr_t stack_low = 0, stack_high = 0;
-  uint64_t generation = 0;  // of the memo below; 0: empty
+  uint64_t generation = 0;   // of the memo below; 0: empty
   int previous_frames = -1;  // what the previous walk returned (-1: it gave up; its memo is partly new)
-  bool walking = false;  // a walk is in progress (a signal handler's walk nested in it is left to libunwind)
+  bool walking = false;      // a walk is in progress (a signal handler's walk nested in it is left to libunwind)
   uintptr_t memo_pc[kMemoFrames] = {};
   Rule memo_rule[kMemoFrames] = {};
   Replay replay;
@@ -140,7 +140,7 @@ ThreadWalk* this_thread_walk() {
 // loads are independent of each other. Reads only words the previous walk read, which lay between its stack
 // pointer (the same as now) and the top of the stack.
 __attribute__((no_sanitize("address"))) bool replay_matches(const Replay& replay, uintptr_t sp, uintptr_t bp,
-                                                           int max_frames) {
+                                                            int max_frames) {
   if (!replay.valid || replay.entry_sp != sp || replay.max_frames != max_frames) return false;
   if (replay.uses_entry_bp && replay.entry_bp != bp) return false;
   uintptr_t differ = 0;
@@ -153,7 +153,7 @@ __attribute__((no_sanitize("address"))) bool replay_matches(const Replay& replay
 // Reads raw stack words of other frames, as libunwind does: not instrumented by ASan (a return-address slot is
 // never poisoned, but the reads say nothing about the app's memory safety).
 GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames,
-                                                                            bool* same_as_previous) {
+                                                                             bool* same_as_previous) {
   if (same_as_previous) *same_as_previous = false;
   const uint64_t generation = g_generation.load(std::memory_order_acquire);
   if (generation >= 0xffff) return -1;  // the generation would wrap into old keys: libunwind from now on
@@ -236,8 +236,10 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     const CfaKind kind = cfa_kind_of(rule);
     const BpKind bp_kind = bp_kind_of(rule);
     if (kind == CfaKind::BpPlus || kind == CfaKind::DerefBp || bp_kind == BpKind::AtBp) {  // rbp's value used
-      if (bp_read < 0) replay.uses_entry_bp = true;
-      else if (bp_read < kMaxReplayReads) replay.read_needed[bp_read] = true;
+      if (bp_read < 0)
+        replay.uses_entry_bp = true;
+      else if (bp_read < kMaxReplayReads)
+        replay.read_needed[bp_read] = true;
     }
     if (kind == CfaKind::SpPlus) {
       cfa = sp + cfa_offset_of(rule);

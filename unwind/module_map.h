@@ -12,8 +12,8 @@ namespace gmt::unwind {
 
 struct Module {
   std::string path;
-  uintptr_t base = 0;  // dlpi_addr: the load bias
-  uintptr_t size = 0;  // from base to the end of the highest PT_LOAD segment
+  uintptr_t base = 0;    // dlpi_addr: the load bias
+  uintptr_t size = 0;    // from base to the end of the highest PT_LOAD segment
   std::string build_id;  // hex, empty when none
 };
 

@@ -11,11 +11,11 @@
 #include <string_view>
 
 #include "recorder/python_frame_table.h"
-#include "unwind/python_layouts.h"
-#include "unwind/module_ranges.h"
-#include "unwind/python_memory.h"
 #include "recorder/strings.h"
 #include "schema/environment.h"
+#include "unwind/module_ranges.h"
+#include "unwind/python_layouts.h"
+#include "unwind/python_memory.h"
 
 namespace gmt::unwind {
 namespace {
@@ -135,7 +135,7 @@ struct RawPythonFrame {
 // The byte offset of a frame that has not run an instruction yet: PyCode_Addr2Line gives co_firstlineno for it.
 constexpr int32_t kNotStarted = -1;
 
-constexpr int kMaxPythonDepth = 64;   // frames kept per stack
+constexpr int kMaxPythonDepth = 64;     // frames kept per stack
 constexpr int kMaxFramesVisited = 512;  // frames looked at (incomplete and shim frames included)
 
 // The calling thread's Python frames, innermost first, split into runs of the eval loop: run k is

@@ -35,15 +35,15 @@ struct PythonLayout {
   // The frame's position: a _Py_CODEUNIT* into co_code_adaptive (3.11, 3.12: prev_instr; 3.13: instr_ptr), or
   // f_lasti (3.9: a byte offset into co_code; 3.10: a code-unit index; both -1 before the first instruction).
   size_t frame_position;
-  int lasti_bytes_per_unit;  // f_lasti * this = the byte offset PyCode_Addr2Line takes (3.9: 1, 3.10: 2)
-  int frame_owner;           // _PyInterpreterFrame.owner (char), kAbsent for frame objects
-  int frame_is_entry;        // _PyInterpreterFrame.is_entry (3.11, bool), kAbsent elsewhere
-  size_t code_filename;      // PyCodeObject.co_filename
-  size_t code_name;          // co_qualname (3.11+), co_name (3.9, 3.10: no qualified name)
-  size_t code_linetable;     // co_linetable (3.10+), co_lnotab (3.9): what the line is computed from
-  int code_first_traceable;  // _co_firsttraceable (int, 3.11+), kAbsent before
-  int code_adaptive;         // co_code_adaptive: _PyCode_CODE(code) (3.11+), kAbsent before
-  int code_bytes;            // co_code, a bytes object (3.9, 3.10), kAbsent after
+  int lasti_bytes_per_unit;     // f_lasti * this = the byte offset PyCode_Addr2Line takes (3.9: 1, 3.10: 2)
+  int frame_owner;              // _PyInterpreterFrame.owner (char), kAbsent for frame objects
+  int frame_is_entry;           // _PyInterpreterFrame.is_entry (3.11, bool), kAbsent elsewhere
+  size_t code_filename;         // PyCodeObject.co_filename
+  size_t code_name;             // co_qualname (3.11+), co_name (3.9, 3.10: no qualified name)
+  size_t code_linetable;        // co_linetable (3.10+), co_lnotab (3.9): what the line is computed from
+  int code_first_traceable;     // _co_firsttraceable (int, 3.11+), kAbsent before
+  int code_adaptive;            // co_code_adaptive: _PyCode_CODE(code) (3.11+), kAbsent before
+  int code_bytes;               // co_code, a bytes object (3.9, 3.10), kAbsent after
   size_t unicode_ascii_size;    // sizeof(PyASCIIObject): compact ASCII data follows it
   size_t unicode_compact_size;  // sizeof(PyCompactUnicodeObject): other compact data follows it
 };

@@ -20,8 +20,9 @@ size_t copy_python_str(uintptr_t text, uintptr_t unicode_type, const PythonLayou
   auto data = reinterpret_cast<const unsigned char*>(text + l.unicode_compact_size);
   size_t out = 0;
   for (int64_t i = 0; i < length; ++i) {
-    uint32_t c = kind == 1 ? data[i] : kind == 2 ? read_at<uint16_t>(text + l.unicode_compact_size, i * 2)
-                                                 : read_at<uint32_t>(text + l.unicode_compact_size, i * 4);
+    uint32_t c = kind == 1   ? data[i]
+                 : kind == 2 ? read_at<uint16_t>(text + l.unicode_compact_size, i * 2)
+                             : read_at<uint32_t>(text + l.unicode_compact_size, i * 4);
     char encoded[4];
     size_t n;
     if (c < 0x80) {

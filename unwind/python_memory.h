@@ -23,7 +23,6 @@ T read_at(uintptr_t base, size_t offset) {
 
 // Copies a str object's text (its ob_type must be unicode_type) as UTF-8 into buf; returns the bytes written
 // (0 when it cannot be read). Only compact strings are read: code object names always are.
-size_t copy_python_str(uintptr_t text, uintptr_t unicode_type, const PythonLayout& layout, char* buf,
-                       size_t capacity);
+size_t copy_python_str(uintptr_t text, uintptr_t unicode_type, const PythonLayout& layout, char* buf, size_t capacity);
 
 }  // namespace gmt::unwind

@@ -34,7 +34,8 @@ void add_sample(AllocatorDevice& d, const AllocatorSample& s) {
     d.peak_cached_bytes = cached;
     d.peak_cached_time_ns = s.time_ns;
   }
-  if (s.inactive_split_bytes && (!d.peak_inactive_split_bytes || *s.inactive_split_bytes > *d.peak_inactive_split_bytes)) {
+  if (s.inactive_split_bytes &&
+      (!d.peak_inactive_split_bytes || *s.inactive_split_bytes > *d.peak_inactive_split_bytes)) {
     d.peak_inactive_split_bytes = s.inactive_split_bytes;
     d.peak_inactive_split_time_ns = s.time_ns;
     d.reserved_at_peak_inactive_split_bytes = s.reserved_bytes;
@@ -67,8 +68,8 @@ void conclude(AllocatorDevice& d) {
       "cannot hand it to a larger tensor, so it reserves more (and may fail with memory still free). Run with "
       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments then grow in place and freed blocks merge "
       "again; compare the two traces with `gpumemtrace diff`.",
-      100.0 * static_cast<double>(split) / static_cast<double>(reserved), format_duration(d.peak_inactive_split_time_ns),
-      format_bytes(split), format_bytes(reserved));
+      100.0 * static_cast<double>(split) / static_cast<double>(reserved),
+      format_duration(d.peak_inactive_split_time_ns), format_bytes(split), format_bytes(reserved));
 }
 
 }  // namespace

@@ -60,10 +60,10 @@ struct AllocatorDevice {
   uint64_t reserved_at_peak_inactive_split_bytes = 0;
   std::optional<uint64_t> alloc_retries;  // the highest (cumulative) count sampled
   std::optional<uint64_t> ooms;
-  AllocatorSample last;      // the last sample: what the allocator held at the end
-  uint64_t cached_at_end_bytes = 0;  // last.reserved - last.in_use: cache, not a leak
-  bool fragmented = false;   // the advice rule held
-  std::string advice;        // empty when there is none
+  AllocatorSample last;                 // the last sample: what the allocator held at the end
+  uint64_t cached_at_end_bytes = 0;     // last.reserved - last.in_use: cache, not a leak
+  bool fragmented = false;              // the advice rule held
+  std::string advice;                   // empty when there is none
   std::vector<AllocatorSample> series;  // in time order, at most kMaxAllocatorSamples
   uint64_t series_left_out = 0;
 };
@@ -94,8 +94,9 @@ struct AllocatorStats {
   std::vector<AllocatorOom> ooms;        // in time order
 };
 
-// From the allocator_stats table (read/allocator_stats.h); nullopt when the trace has none (traces before v6). `relative` turns an
-// absolute time into time since the process start. The OOMs' CUDA-level parts are filled by the caller.
+// From the allocator_stats table (read/allocator_stats.h); nullopt when the trace has none (traces before v6).
+// `relative` turns an absolute time into time since the process start. The OOMs' CUDA-level parts are filled by the
+// caller.
 std::optional<AllocatorStats> read_allocator_stats(const TraceFile& trace,
                                                    const std::function<int64_t(int64_t)>& relative);
 

@@ -79,10 +79,9 @@ AllocatorFinding describe(const LeakGroup& group, Family family) {
     case Family::CuPy:
       f.id = "cupy_pool";
       f.name = "CuPy memory pool";
-      f.advice =
-          "CuPy's memory pool keeps the memory of freed arrays for reuse: release it with "
-          "cupy.get_default_memory_pool().free_all_blocks() (and get_default_pinned_memory_pool() for pinned "
-          "memory); what remains is held by live arrays.";
+      f.advice = "CuPy's memory pool keeps the memory of freed arrays for reuse: release it with "
+                 "cupy.get_default_memory_pool().free_all_blocks() (and get_default_pinned_memory_pool() for pinned "
+                 "memory); what remains is held by live arrays.";
       break;
     case Family::Jax:
       // XLA's BFC arena is cached at exit, never here (is_xla_arena): what is left are XLA's buffers allocated
@@ -94,8 +93,7 @@ AllocatorFinding describe(const LeakGroup& group, Family family) {
           "they are buffers that live jax.Arrays (or XLA's own executables) still held at exit. With the default "
           "arena (XLA_PYTHON_CLIENT_PREALLOCATE) they would be hidden inside it.";
       break;
-    case Family::None:
-      break;
+    case Family::None: break;
   }
   return f;
 }
@@ -161,9 +159,8 @@ void XlaArenaAtExit::add_to(Report& report) const {
   arena.reserved_allocations = allocations_;
   arena.blocks_recorded = false;  // XLA hands out its buffers inside the arena unseen: no verdict on them
   arena.opaque = true;
-  arena.note =
-      "per-buffer truth needs XLA_PYTHON_CLIENT_ALLOCATOR=platform (each buffer its own CUDA allocation); "
-      "XLA_PYTHON_CLIENT_PREALLOCATE=false only shrinks the arena to what was used";
+  arena.note = "per-buffer truth needs XLA_PYTHON_CLIENT_ALLOCATOR=platform (each buffer its own CUDA allocation); "
+               "XLA_PYTHON_CLIENT_PREALLOCATE=false only shrinks the arena to what was used";
   report.heaps.insert(report.heaps.begin(), std::move(arena));  // by source: kXlaArenaSource is the lowest
   report.totals.cached_at_exit_bytes += bytes_;
   report.totals.cached_at_exit_allocations += allocations_;

@@ -16,8 +16,7 @@ namespace gmt::analysis {
 
 // One pass over one set of events, tried in time order from the recording's order with growing windows, then sorted by
 // SQLite. `heaps`: filled by the CudaLevel pass, read by the AppLevel pass; nullptr for TensorBlocks.
-static Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& options, EventSet set,
-                                HeapPass* heaps) {
+static Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& options, EventSet set, HeapPass* heaps) {
   // Each attempt starts from what the CudaLevel pass handed over (nothing, for that pass itself).
   auto attempt = [&](EventOrder order, size_t window) {
     if (heaps && set == EventSet::CudaLevel) *heaps = HeapPass{};
@@ -37,7 +36,8 @@ static Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& op
       return attempt(EventOrder::RecordingWindow, window);
     } catch (const EventsOutOfOrder&) {
       // Rare: in a trace without events_time_ordered, a thread stalled between its clock read and the
-      // recorder's lock for longer than the window, or a trace written in another order. Start over with a larger window, then with SQLite's sort.
+      // recorder's lock for longer than the window, or a trace written in another order. Start over with a larger
+      // window, then with SQLite's sort.
     }
   }
   return attempt(EventOrder::SortedBySqlite, 1);
@@ -54,8 +54,8 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
   }
   add_unrecorded_heaps(report, trace);
   if (meta_flag(trace, schema::meta::kTensorBlocks)) {
-    report.tensor_blocks = tensor_block_report(
-        analyze_event_set(trace, quiet_options, EventSet::TensorBlocks, nullptr), trace);
+    report.tensor_blocks =
+        tensor_block_report(analyze_event_set(trace, quiet_options, EventSet::TensorBlocks, nullptr), trace);
   }
   if (has_cross_check(trace)) {
     StackLoader stacks(trace);

@@ -16,11 +16,21 @@ struct Label {
 };
 // File-name prefixes of the libraries that allocate GPU memory on an application's behalf.
 constexpr Label kLabels[] = {
-    {"libnccl", "NCCL"},         {"libtorch", "PyTorch"},       {"libc10", "PyTorch"},
-    {"libcublas", "cuBLAS"},     {"libcudnn", "cuDNN"},         {"libcufft", "cuFFT"},
-    {"libcusparse", "cuSPARSE"}, {"libcusolver", "cuSOLVER"},   {"libcurand", "cuRAND"},
-    {"libnvshmem", "NVSHMEM"},   {"libpython", "Python"},       {"xla_extension", "JAX/XLA"},
-    {"libtensorflow", "TensorFlow"}, {"cupy", "CuPy"},          {"libcupy", "CuPy"},
+    {"libnccl", "NCCL"},
+    {"libtorch", "PyTorch"},
+    {"libc10", "PyTorch"},
+    {"libcublas", "cuBLAS"},
+    {"libcudnn", "cuDNN"},
+    {"libcufft", "cuFFT"},
+    {"libcusparse", "cuSPARSE"},
+    {"libcusolver", "cuSOLVER"},
+    {"libcurand", "cuRAND"},
+    {"libnvshmem", "NVSHMEM"},
+    {"libpython", "Python"},
+    {"xla_extension", "JAX/XLA"},
+    {"libtensorflow", "TensorFlow"},
+    {"cupy", "CuPy"},
+    {"libcupy", "CuPy"},
 };
 
 struct ModuleName {
@@ -93,8 +103,7 @@ uint32_t BreakdownTracker::on_alloc(int64_t thread_id, int64_t stream, int64_t s
   return last_slot_;
 }
 
-void BreakdownTracker::on_live_change(const LiveAllocation& allocation, uint64_t address, bool added,
-                                      int64_t time_ns) {
+void BreakdownTracker::on_live_change(const LiveAllocation& allocation, uint64_t address, bool added, int64_t time_ns) {
   const uint32_t index = allocation.attribution < slots_.size() ? allocation.attribution : 0;
   Slot& slot = slots_[index];
   if (!slot.changed) {

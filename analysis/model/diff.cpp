@@ -11,7 +11,8 @@ namespace gmt::analysis {
 namespace {
 
 uint64_t allowed_growth(uint64_t base, const DiffOptions& options) {
-  if (options.threshold_percent) return static_cast<uint64_t>(static_cast<double>(base) * *options.threshold_percent / 100.0);
+  if (options.threshold_percent)
+    return static_cast<uint64_t>(static_cast<double>(base) * *options.threshold_percent / 100.0);
   return options.threshold_bytes;
 }
 
@@ -21,7 +22,8 @@ bool grew_beyond(uint64_t base, uint64_t next, const DiffOptions& options) {
 
 std::string signed_bytes(int64_t delta) {
   if (delta == 0) return "0 B";
-  return (delta > 0 ? "+" : "-") + format_bytes(delta > 0 ? static_cast<uint64_t>(delta) : 0 - static_cast<uint64_t>(delta));
+  return (delta > 0 ? "+" : "-") +
+         format_bytes(delta > 0 ? static_cast<uint64_t>(delta) : 0 - static_cast<uint64_t>(delta));
 }
 
 // "load_weights samples/leaky.cu:19" for the innermost frame that says something.
@@ -47,16 +49,11 @@ PeakDiff peak_diff(std::optional<int64_t> device, uint64_t base, uint64_t next, 
 
 const char* to_string(DiffStatus status) {
   switch (status) {
-    case DiffStatus::New:
-      return "new";
-    case DiffStatus::Gone:
-      return "gone";
-    case DiffStatus::Grew:
-      return "grew";
-    case DiffStatus::Shrank:
-      return "shrank";
-    case DiffStatus::Same:
-      return "same";
+    case DiffStatus::New: return "new";
+    case DiffStatus::Gone: return "gone";
+    case DiffStatus::Grew: return "grew";
+    case DiffStatus::Shrank: return "shrank";
+    case DiffStatus::Same: return "same";
   }
   return "same";
 }
@@ -75,8 +72,9 @@ std::vector<AllocatorDiff> diff_allocators(const Report& base, const Report& nex
     for (const AllocatorDevice& d : report.allocator_stats->devices) {
       AllocatorDiff& entry = by_device[d.device];
       entry.device = d.device;
-      entry.*side = AllocatorFigures{d.allocator_name, d.peak_reserved_bytes, d.peak_in_use_bytes,
-                                     d.peak_inactive_split_bytes, d.alloc_retries, d.ooms};
+      entry.*side = AllocatorFigures{d.allocator_name,    d.peak_reserved_bytes,
+                                     d.peak_in_use_bytes, d.peak_inactive_split_bytes,
+                                     d.alloc_retries,     d.ooms};
     }
   };
   add(base, &AllocatorDiff::base);
@@ -176,10 +174,10 @@ TraceDiff diff_reports(const Report& base, const Report& next, const DiffOptions
   for (const LeakDiff& leak : diff.leaks) {
     if (!leak.regression) continue;
     if (leak.status == DiffStatus::New) {
-      diff.regressions.push_back(fmt::format("new leak: {} in {} at {}", format_bytes_exact(leak.new_bytes),
-                                             leak.new_count == 1 ? std::string("1 allocation")
-                                                                 : fmt::format("{} allocations", leak.new_count),
-                                             where(leak.stack)));
+      diff.regressions.push_back(
+          fmt::format("new leak: {} in {} at {}", format_bytes_exact(leak.new_bytes),
+                      leak.new_count == 1 ? std::string("1 allocation") : fmt::format("{} allocations", leak.new_count),
+                      where(leak.stack)));
     } else {
       diff.regressions.push_back(fmt::format("leak grew by {} ({} -> {}) at {}", signed_bytes(leak.delta()),
                                              format_bytes(leak.base_bytes), format_bytes(leak.new_bytes),
@@ -202,8 +200,9 @@ TraceDiff diff_reports(const Report& base, const Report& next, const DiffOptions
   }
   for (const GrowthDiff& entry : diff.growth) {
     if (!entry.regression()) continue;
-    diff.regressions.push_back(fmt::format("new growth finding on {}: {}/s", device_name(entry.device),
-                                           format_bytes(static_cast<uint64_t>(std::max(0.0, *entry.new_rate_bytes_per_s)))));
+    diff.regressions.push_back(
+        fmt::format("new growth finding on {}: {}/s", device_name(entry.device),
+                    format_bytes(static_cast<uint64_t>(std::max(0.0, *entry.new_rate_bytes_per_s)))));
   }
   return diff;
 }

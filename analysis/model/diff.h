@@ -81,7 +81,7 @@ struct TraceDiff {
   bool base_growth_analyzed = false;
   bool new_growth_analyzed = false;
   std::vector<AllocatorDiff> allocators;  // by device; empty when neither run has allocator samples
-  std::vector<std::string> regressions;  // one sentence each, in the order: leaks, peaks, growth
+  std::vector<std::string> regressions;   // one sentence each, in the order: leaks, peaks, growth
 };
 
 // The matching key of a stack (see the top of this file); frames separated by '\x1e'.

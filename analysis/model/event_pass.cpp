@@ -117,12 +117,12 @@ class EventPass {
   std::unordered_map<uint64_t, LiveAllocation> live_;
   LiveBytes live_bytes_;
   VmmState vmm_;
-  OverTimeTracker over_time_;                     // timeline, growth, fragmentation: sees every change of live bytes
-  PoolTracker pools_;                             // stream-ordered pools' exact used bytes (pools.h)
-  HeapFragmentationTracker heap_fragmentation_;   // holes inside heaps (AppLevel pass)
-  BreakdownTracker breakdown_{&over_time_};       // by thread, stream and module; passes every change on
-  RangeTracker ranges_;                           // NVTX ranges (ranges.h)
-  EventFilter filter_;                            // the report's filters (filters.h)
+  OverTimeTracker over_time_;                    // timeline, growth, fragmentation: sees every change of live bytes
+  PoolTracker pools_;                            // stream-ordered pools' exact used bytes (pools.h)
+  HeapFragmentationTracker heap_fragmentation_;  // holes inside heaps (AppLevel pass)
+  BreakdownTracker breakdown_{&over_time_};      // by thread, stream and module; passes every change on
+  RangeTracker ranges_;                          // NVTX ranges (ranges.h)
+  EventFilter filter_;                           // the report's filters (filters.h)
   uint64_t events_estimated_ = 0;
 };
 
@@ -233,8 +233,8 @@ void EventPass::on_alloc(const EventRow& e, bool heap_event) {
   ranges_.on_alloc(e.thread_id, address, size, e.stack_id, is_counted(accounted_kind(e.memory_kind)));
   const uint32_t attribution = breakdown_.on_alloc(e.thread_id, e.stream, e.stack_id, size);
   if (address == 0) return;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
-  LiveAllocation allocation{size, e.stack_id, accounted_kind(e.memory_kind), e.device, e.time_ns, e.api, attribution,
-                            e.id};
+  LiveAllocation allocation{size,        e.stack_id, accounted_kind(e.memory_kind), e.device, e.time_ns, e.api,
+                            attribution, e.id};
   if (!is_counted(allocation.memory_kind)) ++totals_.inconsistencies;
   auto [it, inserted] = live_.try_emplace(address, allocation);
   if (!inserted) {
@@ -304,8 +304,8 @@ void EventPass::on_vmm(const EventRow& e) {
       (kind == code(EventKind::VmmRelease) && imported_.on_vmm_release(handle))) {
     return;
   }
-  LiveAllocation allocation{size_or_zero(e.size), e.stack_id, MemoryKind::VmmPhysical, e.device, e.time_ns, e.api, 0,
-                            e.id};
+  LiveAllocation allocation{
+      size_or_zero(e.size), e.stack_id, MemoryKind::VmmPhysical, e.device, e.time_ns, e.api, 0, e.id};
   if (backing_) {
     if (kind == code(EventKind::VmmCreate)) backing_->on_vmm_create(e.id, handle);
     if (kind == code(EventKind::VmmMap)) backing_->on_vmm_map(address, allocation.size, handle);
@@ -379,8 +379,8 @@ Report EventPass::finish() {
 // Stacks whose frames resolve to the same functions and source lines are one group even when their raw pcs differ
 // (an unrolled or duplicated call site). Unsymbolized frames compare by pc. std::map keeps the grouping
 // deterministic.
-void EventPass::group_leaks(StackLoader& stacks, std::optional<LeakSuppressor>& suppressor,
-                            XlaArenaAtExit& xla_arena, int64_t start) {
+void EventPass::group_leaks(StackLoader& stacks, std::optional<LeakSuppressor>& suppressor, XlaArenaAtExit& xla_arena,
+                            int64_t start) {
   std::map<std::string, LeakGroup> groups;
   for (const auto& [address, allocation] : live_) {
     if (suppressor && suppressor->suppress(allocation.stack_id, allocation.size)) continue;

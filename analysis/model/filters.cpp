@@ -53,8 +53,7 @@ EventFilter::EventFilter(const TraceFile& trace, const EventFilters& filters, st
   }
 }
 
-bool EventFilter::accept_allocation(int64_t time_ns, int64_t thread_id, int64_t device, int64_t size,
-                                    bool counted) {
+bool EventFilter::accept_allocation(int64_t time_ns, int64_t thread_id, int64_t device, int64_t size, bool counted) {
   const bool device_ok = !filters_.device || device == *filters_.device;
   const bool time_ok = time_ns >= since_abs_ && time_ns <= until_abs_;
   const bool size_ok = !filters_.min_size || (size >= 0 && static_cast<uint64_t>(size) >= *filters_.min_size);
@@ -75,8 +74,8 @@ bool EventFilter::accept_allocation(int64_t time_ns, int64_t thread_id, int64_t 
 bool EventFilter::accept(int64_t kind, int64_t time_ns, int64_t thread_id, int64_t device, uint64_t address,
                          int64_t size, uint64_t handle, bool imported) {
   if (!pid_matches_) {
-    if ((kind == static_cast<int64_t>(EventKind::Alloc) && !imported) || kind == static_cast<int64_t>(EventKind::AllocFailed) ||
-        kind == static_cast<int64_t>(EventKind::VmmCreate)) {
+    if ((kind == static_cast<int64_t>(EventKind::Alloc) && !imported) ||
+        kind == static_cast<int64_t>(EventKind::AllocFailed) || kind == static_cast<int64_t>(EventKind::VmmCreate)) {
       ++seen_;
     }
     return false;
@@ -91,8 +90,7 @@ bool EventFilter::accept(int64_t kind, int64_t time_ns, int64_t thread_id, int64
       }
       return ok;
     }
-    case EventKind::AllocFailed:
-      return accept_allocation(time_ns, thread_id, device, size);
+    case EventKind::AllocFailed: return accept_allocation(time_ns, thread_id, device, size);
     case EventKind::VmmCreate: {
       const bool ok = accept_allocation(time_ns, thread_id, device, size);
       if (ok) {
@@ -119,8 +117,7 @@ bool EventFilter::accept(int64_t kind, int64_t time_ns, int64_t thread_id, int64
     case EventKind::VmmRelease:
       if (left_out_handles_.erase(handle) > 0) return false;
       return time_ns <= until_abs_;
-    default:
-      return time_ns >= since_abs_ && time_ns <= until_abs_;
+    default: return time_ns >= since_abs_ && time_ns <= until_abs_;
   }
 }
 
@@ -132,9 +129,9 @@ FilterSummary EventFilter::finish(int64_t duration_ns, uint64_t allocations) con
   if (!active_ || matched_ > 0) return summary;
   std::string& line = summary.nothing_matched;
   if (!pid_matches_) {
-    line = trace_pid_ ? fmt::format("--pid {} matches nothing: the trace is of process {}", *filters_.pid, *trace_pid_)
-                      : fmt::format("--pid {} matches nothing: the trace does not record its process id",
-                                    *filters_.pid);
+    line = trace_pid_
+               ? fmt::format("--pid {} matches nothing: the trace is of process {}", *filters_.pid, *trace_pid_)
+               : fmt::format("--pid {} matches nothing: the trace does not record its process id", *filters_.pid);
   } else if (filters_.range && (!ranges_ || !ranges_->has_table() || !ranges_->has_ranges())) {
     line = fmt::format("--range '{}' matches nothing: the trace has no NVTX ranges", *filters_.range);
   } else if (filters_.range && !ranges_->has_named_range()) {

@@ -192,8 +192,8 @@ std::vector<Finding> findings_of(const Report& report) {
                                   format_bytes(failure.requested_bytes), device_name(failure.device), failure.allocator,
                                   format_bytes(heap.free_bytes), format_bytes(heap.largest_free_bytes))
                     : fmt::format("failed allocation of {} on {}: out of memory in {} ({} free in its cache)",
-                                  format_bytes(failure.requested_bytes), device_name(failure.device),
-                                  failure.allocator, format_bytes(heap.free_bytes));
+                                  format_bytes(failure.requested_bytes), device_name(failure.device), failure.allocator,
+                                  format_bytes(heap.free_bytes));
     }
     Finding finding = named_at(FindingKind::FailedAllocation, failure.requested_bytes, std::move(verdict),
                                failure.stack, {failure.api}, sources);

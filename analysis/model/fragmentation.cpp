@@ -60,14 +60,14 @@ FragmentationStats GapTracker::stats(int64_t time_ns) const {
   if (live_.empty()) return stats;
   const auto& [first, first_size] = *live_.begin();
   const auto& [last, last_size] = *live_.rbegin();
-  const uint64_t end = last_size > std::numeric_limits<uint64_t>::max() - last ? std::numeric_limits<uint64_t>::max()
-                                                                                 : last + last_size;
+  const uint64_t end =
+      last_size > std::numeric_limits<uint64_t>::max() - last ? std::numeric_limits<uint64_t>::max() : last + last_size;
   stats.span_bytes = end - first;
   stats.free_bytes = gap_sum_;
   stats.largest_gap_bytes = gaps_.empty() ? 0 : gaps_.rbegin()->first;
-  stats.ratio = stats.free_bytes == 0 ? 0.0
-                                      : 1.0 - static_cast<double>(stats.largest_gap_bytes) /
-                                                  static_cast<double>(stats.free_bytes);
+  stats.ratio = stats.free_bytes == 0
+                    ? 0.0
+                    : 1.0 - static_cast<double>(stats.largest_gap_bytes) / static_cast<double>(stats.free_bytes);
   return stats;
 }
 

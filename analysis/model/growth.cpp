@@ -171,19 +171,19 @@ Growth analyze_growth(const ChangeLog& log, const std::map<int64_t, uint64_t>& d
   const int64_t t0 = first->time_ns;
   const int64_t t1 = last->time_ns;
   // Changes up to the last allocation (the log is in time order).
-  const uint64_t in_range = static_cast<uint64_t>(
-      std::upper_bound(changes.begin(), changes.end(), t1,
-                       [](int64_t t, const LiveChange& c) { return t < c.time_ns; }) -
-      changes.begin());
+  const uint64_t in_range =
+      static_cast<uint64_t>(std::upper_bound(changes.begin(), changes.end(), t1,
+                                             [](int64_t t, const LiveChange& c) { return t < c.time_ns; }) -
+                            changes.begin());
   growth.start_ns = relative_to(origin, t0);
   growth.end_ns = relative_to(origin, t1);
 
   const uint64_t allocations_and_frees = log.whole_changes_before(in_range);  // not parts of large changes
   const uint64_t needed = kMinGrowthWindows * kChangesPerWindow;
   if (allocations_and_frees < needed) {
-    growth.reason = fmt::format(
-        "too few allocations and frees to analyze growth: {} up to the last allocation, at least {} needed",
-        allocations_and_frees, needed);
+    growth.reason =
+        fmt::format("too few allocations and frees to analyze growth: {} up to the last allocation, at least {} needed",
+                    allocations_and_frees, needed);
     return growth;
   }
   const uint64_t span = static_cast<uint64_t>(t1) - static_cast<uint64_t>(t0) + 1;

@@ -35,8 +35,7 @@ namespace gmt::analysis {
 // between, never down), which this accepts; noise around a level falls about as often as it rises, and a
 // one-time rise rises once, which it refuses.
 inline bool rises_steadily(uint64_t rising_steps, uint64_t falling_steps, uint64_t steps) {
-  return rising_steps >= std::min<uint64_t>(2, steps) && rising_steps * 4 >= steps &&
-         falling_steps * 2 <= rising_steps;
+  return rising_steps >= std::min<uint64_t>(2, steps) && rising_steps * 4 >= steps && falling_steps * 2 <= rising_steps;
 }
 
 inline constexpr size_t kGrowthWindows = 20;
@@ -44,7 +43,7 @@ inline constexpr size_t kMinGrowthWindows = 5;
 inline constexpr uint64_t kChangesPerWindow = 10;
 inline constexpr uint64_t kMinGrowthBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kGrowthPeakFraction = 20;  // 1/20 = 5% of the peak
-inline constexpr size_t kMinLateWindows = 4;  // the late-start rule's shortest suffix: 4 windows, 3 steps
+inline constexpr size_t kMinLateWindows = 4;         // the late-start rule's shortest suffix: 4 windows, 3 steps
 
 // The low watermark of each window of one device, and the moment it was first reached.
 struct WindowLows {

@@ -30,7 +30,7 @@ class ImportedTracker {
   ImportedMemory finish(int64_t origin, const StackLoadFn& load_stack, const StackKeyFn& stack_key) const;
 
  private:
-  struct Opened {  // an open IPC handle or an imported VMM handle
+  struct Opened {        // an open IPC handle or an imported VMM handle
     uint64_t bytes = 0;  // IPC: the opened size; VMM: the bytes mapped now
     int64_t device = -1;
     int64_t stack_id = 0;
@@ -51,7 +51,7 @@ class ImportedTracker {
   void add(int64_t device, uint64_t bytes, int64_t time_ns);
   void remove(int64_t device, uint64_t bytes);
 
-  std::unordered_map<uint64_t, Opened> ipc_;      // address -> open IPC handle
+  std::unordered_map<uint64_t, Opened> ipc_;  // address -> open IPC handle
   // Imported VMM handles until released. A released handle's value may come back from cuMemCreate as the
   // process's own memory, so only handles not yet released are looked up for new mappings.
   std::unordered_map<uint64_t, Opened> handles_;

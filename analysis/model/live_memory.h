@@ -130,8 +130,7 @@ class VmmState {
         if (it->second.released && it->second.mappings == 0) free_physical(it, created.time_ns, live_bytes, totals);
         break;
       }
-      default:
-        break;
+      default: break;
     }
   }
 

@@ -41,9 +41,9 @@ struct ProcessSummary {
   std::optional<int64_t> pid;
   std::vector<int64_t> devices;  // meta devices; else the devices that held memory
   std::vector<ProcessDevice> per_device;
-  uint64_t peak_bytes = 0;    // Totals::peak_bytes: every device and kind together
+  uint64_t peak_bytes = 0;  // Totals::peak_bytes: every device and kind together
   uint64_t host_pinned_peak_bytes = 0;
-  uint64_t leaked_bytes = 0;  // Totals::leaked_bytes
+  uint64_t leaked_bytes = 0;        // Totals::leaked_bytes
   uint64_t nccl_bytes_at_peak = 0;  // summed over devices
   uint64_t nccl_bytes_at_end = 0;   // live at the end (leaked), made from libnccl
   // Other processes' memory opened by this one (Report::imported): in none of the figures above.
@@ -73,8 +73,8 @@ struct Imbalance {
 };
 
 struct Outlier {
-  size_t process = 0;      // index into MergedReport::processes
-  std::string measure;     // "peak" or "leaked"
+  size_t process = 0;   // index into MergedReport::processes
+  std::string measure;  // "peak" or "leaked"
   uint64_t bytes = 0;
   uint64_t median = 0;
 };
@@ -97,9 +97,9 @@ struct UnreadableTrace {
 struct MergedReport {
   std::vector<ProcessSummary> processes;  // by rank (numerically) when ranks are known, then by path
   Imbalance imbalance;
-  std::vector<Outlier> outliers;           // by process, peak before leaked
-  std::vector<MergedLeak> leaks;           // largest first, at most kMaxMergedLeakSites
-  uint64_t leak_sites_dropped = 0;         // sites cut to keep the table bounded
+  std::vector<Outlier> outliers;            // by process, peak before leaked
+  std::vector<MergedLeak> leaks;            // largest first, at most kMaxMergedLeakSites
+  uint64_t leak_sites_dropped = 0;          // sites cut to keep the table bounded
   std::vector<UnreadableTrace> unreadable;  // in the order given
 };
 

@@ -127,7 +127,8 @@ void OverTimeTracker::finish(const TraceFile& trace, Report& report, int64_t ori
   const size_t ooms_first = requests.size();
   const size_t oom_snapshots = ooms ? std::min(ooms->size(), kMaxFailureSnapshots) : 0;
   for (size_t i = 0; i < oom_snapshots; ++i) {
-    const int64_t absolute = static_cast<int64_t>(static_cast<uint64_t>(origin) + static_cast<uint64_t>((*ooms)[i].time_ns));
+    const int64_t absolute =
+        static_cast<int64_t>(static_cast<uint64_t>(origin) + static_cast<uint64_t>((*ooms)[i].time_ns));
     requests.push_back(SnapshotRequest{log_.position_after(absolute), (*ooms)[i].device});
   }
   const size_t failures_first = requests.size();

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "analysis/read/pools.h"
 #include "analysis/model/timeline.h"
+#include "analysis/read/pools.h"
 
 namespace gmt::analysis {
 namespace {

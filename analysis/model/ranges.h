@@ -79,9 +79,9 @@ class RangeTracker {
     uint64_t live_inside = 0;  // live bytes of allocations made inside an occurrence, any depth
     uint64_t ends_total = 0;   // occurrences with an end, to know the last one
     uint64_t ends_seen = 0;
-    bool repeated = false;     // ends_total >= kMinRangeRepetitions: tracked per stack
+    bool repeated = false;  // ends_total >= kMinRangeRepetitions: tracked per stack
     std::vector<uint64_t> live_at_end;
-    std::unordered_map<int64_t, uint64_t> live_by_stack;  // repeated ranges only
+    std::unordered_map<int64_t, uint64_t> live_by_stack;   // repeated ranges only
     std::unordered_map<int64_t, uint64_t> first_snapshot;  // at the end of repetition 1 (after the warm-up)
     std::unordered_map<int64_t, uint64_t> last_snapshot;
   };
@@ -103,10 +103,10 @@ class RangeTracker {
 
   bool has_table_ = false;
   bool named_exists_ = false;
-  std::vector<Occurrence> occurrences_;  // by start, then id
-  std::vector<KeyState> keys_;           // keys_[0] is `none`
+  std::vector<Occurrence> occurrences_;                                  // by start, then id
+  std::vector<KeyState> keys_;                                           // keys_[0] is `none`
   std::map<std::pair<std::string, std::string>, uint32_t> key_by_name_;  // (domain, name)
-  std::vector<bool> named_;              // per key: its name is --range
+  std::vector<bool> named_;                                              // per key: its name is --range
   size_t next_ = 0;
   std::unordered_map<int64_t, std::vector<uint32_t>> open_on_thread_;  // push/pop, by thread
   std::vector<uint32_t> open_start_end_;

@@ -77,8 +77,8 @@ RangeGrowth evaluate_range_growth(std::vector<uint64_t> live_at_end) {
   return verdict;
 }
 
-void RangeTracker::finish(Report& report, int64_t origin, const AnalyzeOptions& options,
-                          const StackLoadFn& load_stack, const StackKeyFn& stack_key) {
+void RangeTracker::finish(Report& report, int64_t origin, const AnalyzeOptions& options, const StackLoadFn& load_stack,
+                          const StackKeyFn& stack_key) {
   RangeReport& result = report.ranges;
   result.available = has_table_;
   result.range_count = occurrences_.size();
@@ -142,7 +142,7 @@ void RangeTracker::finish(Report& report, int64_t origin, const AnalyzeOptions& 
   for (size_t i = 0; i < keep; ++i) {
     const Occurrence& occurrence = *order[i];
     const RangeStats& stats = keys_[occurrence.key].stats;
-    RangeSpan span{stats.name, stats.domain, occurrence.thread_id, relative(occurrence.start_ns),
+    RangeSpan span{stats.name,   stats.domain,    occurrence.thread_id, relative(occurrence.start_ns),
                    std::nullopt, occurrence.depth};
     if (occurrence.end_ns != kOpen) span.end_ns = relative(occurrence.end_ns);
     report.range_spans.push_back(std::move(span));

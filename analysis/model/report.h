@@ -25,8 +25,7 @@
 
 namespace gmt::analysis {
 
-struct CrossCheck;      // verify.h
-
+struct CrossCheck;  // verify.h
 
 // The memory kinds that count towards live bytes and the peak. Other codes (None, or unknown numbers in a
 // damaged trace) are tracked for leaks but not counted in live bytes.
@@ -45,21 +44,15 @@ struct PerKind {
   // nullptr for kinds that are not counted.
   T* find(schema::MemoryKind kind) {
     switch (kind) {
-      case schema::MemoryKind::Device:
-        return &device;
-      case schema::MemoryKind::Managed:
-        return &managed;
-      case schema::MemoryKind::HostPinned:
-        return &host_pinned;
-      case schema::MemoryKind::VmmPhysical:
-        return &vmm_physical;
-      default:
-        return nullptr;
+      case schema::MemoryKind::Device: return &device;
+      case schema::MemoryKind::Managed: return &managed;
+      case schema::MemoryKind::HostPinned: return &host_pinned;
+      case schema::MemoryKind::VmmPhysical: return &vmm_physical;
+      default: return nullptr;
     }
   }
   const T* find(schema::MemoryKind kind) const { return const_cast<PerKind*>(this)->find(kind); }
 };
-
 
 struct LeakGroup {
   // The allocation call stack shared by the group: the lowest-id raw stack among those that resolve to the
@@ -156,7 +149,6 @@ struct Totals {
   uint64_t inconsistencies = 0;
 };
 
-
 // "exited with code 5", "killed by signal 9 (Killed)"; nullopt when the trace does not say (older traces, and
 // processes other than the one `run` started).
 std::optional<std::string> app_exit_text(const TraceInfo& trace);
@@ -245,7 +237,7 @@ struct GrowthFinding {
   int64_t end_time_ns = 0;
   uint64_t start_low_bytes = 0;
   uint64_t end_low_bytes = 0;
-  bool late_start = false;  // the late-start rule: steady before start_time_ns, growing since
+  bool late_start = false;                     // the late-start rule: steady before start_time_ns, growing since
   std::optional<uint64_t> device_total_bytes;  // alloc_failures.device_total, else meta device_total_bytes
   std::optional<double> seconds_until_full;    // (total - end low) / rate, from the end of the trace
   std::vector<GrowthStack> stacks;             // grown, largest growth first, at most top_stacks
@@ -304,9 +296,9 @@ struct PoolUsage {
 // one bucket: the innermost push/pop range open on its thread, else the latest start/end range open in the
 // process, else the `none` bucket. Freed and live numbers are of the allocations made in the bucket.
 struct RangeStats {
-  std::string name;    // the range's message; "" when it has none
-  std::string domain;  // "" for the default domain
-  bool none = false;   // the bucket of allocations made outside every range
+  std::string name;          // the range's message; "" when it has none
+  std::string domain;        // "" for the default domain
+  bool none = false;         // the bucket of allocations made outside every range
   uint64_t repetitions = 0;  // occurrences of the range (rows of `ranges`); 0 for `none`
   uint64_t allocations = 0;
   uint64_t allocated_bytes = 0;
@@ -325,23 +317,23 @@ struct RangeStats {
 struct RangeGrowth {
   std::string name;
   std::string domain;
-  uint64_t iterations = 0;                   // repetitions that ended
-  std::vector<uint64_t> live_bytes_at_end;   // per ended repetition, in end order (at most kMaxRangeSeries)
-  double bytes_per_iteration = 0;            // least-squares slope after the warm-up
+  uint64_t iterations = 0;                  // repetitions that ended
+  std::vector<uint64_t> live_bytes_at_end;  // per ended repetition, in end order (at most kMaxRangeSeries)
+  double bytes_per_iteration = 0;           // least-squares slope after the warm-up
   double fitted_rise_bytes = 0;
   uint64_t threshold_bytes = 0;
   uint64_t rising_steps = 0;
   uint64_t falling_steps = 0;
   uint64_t steps = 0;
   bool growing = false;
-  std::vector<GrowthStack> stacks;           // for a growing range: grown since the first analyzed repetition
+  std::vector<GrowthStack> stacks;  // for a growing range: grown since the first analyzed repetition
   uint64_t growing_stack_groups = 0;
 };
 
 struct RangeReport {
-  bool available = false;    // the trace has a `ranges` table (schema 4 or later)
-  uint64_t range_count = 0;  // occurrences analyzed (all, or those overlapping --since/--until)
-  std::vector<RangeStats> by_name;  // largest allocated bytes first; `none` last
+  bool available = false;             // the trace has a `ranges` table (schema 4 or later)
+  uint64_t range_count = 0;           // occurrences analyzed (all, or those overlapping --since/--until)
+  std::vector<RangeStats> by_name;    // largest allocated bytes first; `none` last
   std::vector<RangeGrowth> repeated;  // every range repeated often enough, verdict or not, by name
   std::vector<RangeGrowth> growth;    // the growing ones (copies of their `repeated` entries), fastest first
 };
@@ -362,19 +354,19 @@ inline constexpr size_t kMaxRangeSpans = 2000;
 // One suppression rule and the leaks it took out of the report. A rule that matched nothing is still
 // listed (count 0), like LeakSanitizer's "unused suppression", so stale rules are noticed.
 struct SuppressedLeaks {
-  std::string rule;    // as written, e.g. "leak:load_weights"
-  std::string origin;  // "FILE:LINE" of the rule
-  uint64_t bytes = 0;  // leaked bytes it suppressed
-  uint64_t count = 0;  // leaked allocations it suppressed
+  std::string rule;     // as written, e.g. "leak:load_weights"
+  std::string origin;   // "FILE:LINE" of the rule
+  uint64_t bytes = 0;   // leaked bytes it suppressed
+  uint64_t count = 0;   // leaked allocations it suppressed
   uint64_t groups = 0;  // leak groups (call stacks as the leaks group them) it suppressed
 };
 
 // Allocations of one thread, stream or module: how many, how much, what was still live at the end (after
 // suppressions) and what was live at the moment of the total peak.
 struct BreakdownRow {
-  int64_t id = 0;               // the thread id (gettid) or the stream (cudaStream_t as an integer); 0 for modules
-  std::string module;           // by_module: the allocating module's file name, or "(unknown)" / "(no stack)"
-  std::string module_path;      // by_module: its full path, when known
+  int64_t id = 0;                    // the thread id (gettid) or the stream (cudaStream_t as an integer); 0 for modules
+  std::string module;                // by_module: the allocating module's file name, or "(unknown)" / "(no stack)"
+  std::string module_path;           // by_module: its full path, when known
   std::optional<std::string> label;  // by_module: the library it belongs to ("NCCL", "PyTorch"), when known
   uint64_t allocations = 0;
   uint64_t allocated_bytes = 0;
@@ -401,8 +393,8 @@ struct TensorBlockReport {
   std::vector<LeakGroup> alive_at_exit;  // by Python stack, largest first (at or above min_bytes)
   uint64_t alive_groups_total = 0;
   uint64_t alive_groups_below_min_bytes = 0;
-  std::vector<DevicePeak> peaks;  // bytes held by tensors, per device, with the stacks holding them
-  Growth growth;                  // low watermarks of bytes held by tensors per time window
+  std::vector<DevicePeak> peaks;          // bytes held by tensors, per device, with the stacks holding them
+  Growth growth;                          // low watermarks of bytes held by tensors per time window
   std::vector<RangeGrowth> range_growth;  // NVTX ranges whose tensors pile up per repetition, fastest first
 };
 
@@ -412,8 +404,8 @@ struct TensorBlockReport {
 struct ImportedDevice {
   int64_t device = -1;  // where the memory lives (the exporter's device, as this process numbers it)
   uint64_t peak_bytes = 0;
-  int64_t peak_time_ns = 0;       // relative; the first time the peak was reached
-  uint64_t opens = 0;             // IPC opens and mappings of imported VMM handles on this device
+  int64_t peak_time_ns = 0;        // relative; the first time the peak was reached
+  uint64_t opens = 0;              // IPC opens and mappings of imported VMM handles on this device
   uint64_t open_at_end_bytes = 0;  // still open (IPC) or mapped (VMM) at the end of the trace
 };
 // Handles still open at the end, grouped by the call stack that opened them (as leaks are): worth closing,
@@ -427,17 +419,16 @@ struct OpenImportGroup {
   std::vector<int64_t> devices;    // distinct, ascending
 };
 struct ImportedMemory {
-  uint64_t opens = 0;   // IPC opens + imported VMM handles
-  uint64_t closes = 0;  // IPC closes + releases of imported VMM handles
+  uint64_t opens = 0;       // IPC opens + imported VMM handles
+  uint64_t closes = 0;      // IPC closes + releases of imported VMM handles
   uint64_t peak_bytes = 0;  // every device together
   int64_t peak_time_ns = 0;
-  std::vector<ImportedDevice> devices;  // by device
+  std::vector<ImportedDevice> devices;     // by device
   std::vector<OpenImportGroup> left_open;  // most bytes first, then most handles
   uint64_t left_open_handles = 0;
   uint64_t left_open_bytes = 0;
   bool any() const { return opens > 0; }
 };
-
 
 // HeapAtExit::source of JAX/XLA's preallocated arena (allocators.h is_xla_arena): no event of a heap source
 // describes it; its CUDA-level allocations are told by their stacks.
@@ -593,6 +584,5 @@ std::string frees_after_close_text(const TraceInfo& trace);
 // verdict on JAX's buffers in it" (only an opaque arena's blocks are unknown), else "no leaks: every allocation was
 // freed".
 std::string no_leaks_sentence(const Report& report);
-
 
 }  // namespace gmt::analysis

@@ -29,12 +29,9 @@ constexpr Kind kKinds[] = {{"leak:", SuppressionRule::Field::Function},
 
 bool frame_matches(const SuppressionRule& rule, const Frame& frame) {
   switch (rule.field) {
-    case SuppressionRule::Field::Function:
-      return frame.function && glob_match(rule.pattern, *frame.function);
-    case SuppressionRule::Field::Module:
-      return frame.module && glob_match(rule.pattern, path_basename(*frame.module));
-    case SuppressionRule::Field::File:
-      return frame.file && glob_match(rule.pattern, *frame.file);
+    case SuppressionRule::Field::Function: return frame.function && glob_match(rule.pattern, *frame.function);
+    case SuppressionRule::Field::Module: return frame.module && glob_match(rule.pattern, path_basename(*frame.module));
+    case SuppressionRule::Field::File: return frame.file && glob_match(rule.pattern, *frame.file);
   }
   return false;
 }
@@ -55,10 +52,10 @@ void parse_suppressions(std::string_view text, const std::string& name, Suppress
       if (line.substr(0, candidate.prefix.size()) == candidate.prefix) kind = &candidate;
     }
     if (!kind) {
-      throw SuppressionError(fmt::format(
-          "{}: '{}' is not a suppression: expected leak:FUNCTION, leak-module:MODULE or leak-file:FILE "
-          "(globs with * and ?)",
-          origin, line));
+      throw SuppressionError(
+          fmt::format("{}: '{}' is not a suppression: expected leak:FUNCTION, leak-module:MODULE or leak-file:FILE "
+                      "(globs with * and ?)",
+                      origin, line));
     }
     std::string_view pattern = trim(line.substr(kind->prefix.size()));
     if (pattern.empty()) {
@@ -75,7 +72,8 @@ SuppressionSet load_suppressions(const std::vector<std::string>& paths) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream content;
     if (in && !std::filesystem::is_directory(path, error)) content << in.rdbuf();
-    if (!in || in.bad() || std::filesystem::is_directory(path, error)) throw SuppressionError(fmt::format("{}: cannot read the suppressions file", path));
+    if (!in || in.bad() || std::filesystem::is_directory(path, error))
+      throw SuppressionError(fmt::format("{}: cannot read the suppressions file", path));
     parse_suppressions(content.str(), path, set);
   }
   return set;

@@ -67,8 +67,8 @@ class LeakSuppressor {
   const SuppressionSet& set_;
   StackLoadFn load_stack_;
   StackKeyFn stack_key_;
-  std::unordered_map<int64_t, int> rule_of_stack_;  // -1: not suppressed
-  std::vector<SuppressedLeaks> outcome_;             // one per rule
+  std::unordered_map<int64_t, int> rule_of_stack_;       // -1: not suppressed
+  std::vector<SuppressedLeaks> outcome_;                 // one per rule
   std::vector<std::unordered_set<std::string>> groups_;  // per rule: the stack groups it matched
 };
 

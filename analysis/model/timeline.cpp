@@ -69,8 +69,7 @@ Timeline build_timeline(const ChangeLog& log, int64_t origin, int64_t end_ns) {
   // [0, end] holds end + 1 nanoseconds; uint64 so that end = INT64_MAX (a damaged trace) cannot overflow.
   const uint64_t span = static_cast<uint64_t>(end) + 1;
   // No more buckets than changes (a short trace needs no 1000 points), but at least kMinTimelineBuckets.
-  const uint64_t target =
-      std::clamp<uint64_t>(changes.size(), kMinTimelineBuckets, kMaxTimelineBuckets);
+  const uint64_t target = std::clamp<uint64_t>(changes.size(), kMinTimelineBuckets, kMaxTimelineBuckets);
   const uint64_t width = std::max<uint64_t>(1, (span + target - 1) / target);
   const size_t count = static_cast<size_t>((span + width - 1) / width);
   timeline.bucket_ns = static_cast<int64_t>(width);

@@ -40,8 +40,7 @@ schema::Api api_from_code(int64_t code) {
 }
 
 schema::MemoryKind memory_kind_from_code(int64_t code) {
-  return code >= 0 && code <= schema::kMaxMemoryKind ? static_cast<schema::MemoryKind>(code)
-                                                     : schema::MemoryKind::None;
+  return code >= 0 && code <= schema::kMaxMemoryKind ? static_cast<schema::MemoryKind>(code) : schema::MemoryKind::None;
 }
 
 int64_t lenient_int(const std::optional<std::string>& text, int64_t fallback) {
@@ -123,8 +122,8 @@ CrossCheck cross_check_trace(const TraceFile& trace, const std::function<const S
   const std::optional<schema::Source> checking = source_of_backend(checking_name);
   if (!checking_name) return check;  // --verify was asked, and the cross-check could not start (unavailable)
   if (!counting || !checking || *counting == *checking) {
-    check.unavailable = "the trace names no two distinct backends to compare (meta backend '" +
-                        check.counting_backend + "', verify_backend '" + *checking_name + "')";
+    check.unavailable = "the trace names no two distinct backends to compare (meta backend '" + check.counting_backend +
+                        "', verify_backend '" + *checking_name + "')";
     return check;
   }
   check.checking_backend = *checking_name;

@@ -20,9 +20,9 @@
 namespace gmt::analysis {
 
 struct MatchResult {
-  uint64_t matched = 0;            // pairs
-  uint64_t named_differently = 0;  // pairs whose api differs (a static cudart that only CUPTI can name)
-  uint64_t on_other_device = 0;    // pairs whose device differs
+  uint64_t matched = 0;                 // pairs
+  uint64_t named_differently = 0;       // pairs whose api differs (a static cudart that only CUPTI can name)
+  uint64_t on_other_device = 0;         // pairs whose device differs
   std::vector<CheckedEvent> unmatched;  // in recording order
 };
 
@@ -39,24 +39,24 @@ struct Disagreement {
   schema::Api api = schema::Api::Unknown;
   schema::MemoryKind memory_kind = schema::MemoryKind::None;
   uint64_t count = 0;
-  uint64_t bytes = 0;          // their sizes summed (0 for frees)
-  int64_t first_time_ns = 0;   // relative to the process start
+  uint64_t bytes = 0;              // their sizes summed (0 for frees)
+  int64_t first_time_ns = 0;       // relative to the process start
   std::vector<int64_t> event_ids;  // the first kMaxEventIdsPerGroup, ascending
   Stack stack;
 };
 inline constexpr size_t kMaxEventIdsPerGroup = 5;
 
 struct CrossCheck {
-  std::string counting_backend;  // meta backend
-  std::string checking_backend;  // meta verify_backend; "" when the cross-check did not run
+  std::string counting_backend;            // meta backend
+  std::string checking_backend;            // meta verify_backend; "" when the cross-check did not run
   std::optional<std::string> unavailable;  // meta verify_unavailable: why it did not run
   uint64_t counting_events = 0;
   uint64_t checking_events = 0;
   uint64_t matched = 0;
   uint64_t named_differently = 0;
   uint64_t on_other_device = 0;
-  uint64_t only_counting = 0;  // events the counting backend saw and the cross-check did not
-  uint64_t only_checking = 0;  // and the reverse
+  uint64_t only_counting = 0;        // events the counting backend saw and the cross-check did not
+  uint64_t only_checking = 0;        // and the reverse
   std::vector<Disagreement> groups;  // most events first
 
   bool ran() const { return !checking_backend.empty(); }

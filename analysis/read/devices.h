@@ -22,7 +22,6 @@ struct DeviceInfo {
 // "device 0: NVIDIA H200 (GPU-0ff0...)"; "device 0" when the trace does not name it.
 std::string describe_device(const std::vector<DeviceInfo>& devices, int64_t ordinal);
 
-
 // The rows, by ordinal; empty for a trace without the table (before v6, or a process that never named a
 // device).
 std::vector<DeviceInfo> read_devices(const TraceFile& trace);

@@ -32,25 +32,20 @@ schema::Api api_from_code(int64_t code) {
 }
 
 schema::MemoryKind memory_kind_from_code(int64_t code) {
-  return code >= 0 && code <= schema::kMaxMemoryKind ? static_cast<schema::MemoryKind>(code)
-                                                     : schema::MemoryKind::None;
+  return code >= 0 && code <= schema::kMaxMemoryKind ? static_cast<schema::MemoryKind>(code) : schema::MemoryKind::None;
 }
 
 // The WHERE clause that selects `set` from `events e`.
 std::string events_of(EventSet set) {
   const int torch = static_cast<int>(schema::Source::TorchAllocator);
-  const std::string heaps =
-      std::to_string(torch) + ", " + std::to_string(static_cast<int>(schema::Source::NvtxMemory));
+  const std::string heaps = std::to_string(torch) + ", " + std::to_string(static_cast<int>(schema::Source::NvtxMemory));
   const std::string segments = std::to_string(static_cast<int>(schema::EventKind::SegmentAlloc)) + ", " +
                                std::to_string(static_cast<int>(schema::EventKind::SegmentFree));
   switch (set) {
-    case EventSet::TensorBlocks:
-      return " WHERE e.source = " + std::to_string(torch);
-    case EventSet::AppLevel:
-      return " WHERE 1";
+    case EventSet::TensorBlocks: return " WHERE e.source = " + std::to_string(torch);
+    case EventSet::AppLevel: return " WHERE 1";
     case EventSet::CudaLevel:
-    default:
-      return " WHERE (e.source NOT IN (" + heaps + ") OR e.kind IN (" + segments + "))";
+    default: return " WHERE (e.source NOT IN (" + heaps + ") OR e.kind IN (" + segments + "))";
   }
 }
 

@@ -3,9 +3,9 @@
 // Events are stored in writing order (events.id), which is time order in every trace with meta
 // events_time_ordered = 1 (the recorder merges its threads' events by time), and almost time order in older
 // ones: there a hook read the clock just before it took the recorder's lock, so two threads could swap places
-// only by the few events recorded while one of them was between the two. `ORDER BY time_ns, id` made SQLite sort every event anyway, through
-// temporary files: three quarters of `report`'s time (docs/benchmarks.md). OrderedEvents scans the table in
-// id order (no sort) and puts each row in place inside a bounded window of rows not yet handed out, which
+// only by the few events recorded while one of them was between the two. `ORDER BY time_ns, id` made SQLite sort every
+// event anyway, through temporary files: three quarters of `report`'s time (docs/benchmarks.md). OrderedEvents scans
+// the table in id order (no sort) and puts each row in place inside a bounded window of rows not yet handed out, which
 // costs a few moves per event on such input. A row that belongs before one already handed out (the window
 // was too small, or the trace was written by hand in any order) raises EventsOutOfOrder; the caller then
 // analyzes again with EventOrder::SortedBySqlite, which is always exact.

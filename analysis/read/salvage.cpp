@@ -283,5 +283,4 @@ SalvagedTrace salvage_trace(const std::string& path) {
   return salvaged;
 }
 
-
 }  // namespace gmt::analysis

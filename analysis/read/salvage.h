@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-
 namespace gmt::analysis {
 
 // What a salvage found and lost.
@@ -52,6 +51,5 @@ std::optional<std::string> truncation(const std::string& path);
 
 // Salvages the trace at `path` (which is only read). Throws TraceError when nothing usable could be read.
 SalvagedTrace salvage_trace(const std::string& path);
-
 
 }  // namespace gmt::analysis

@@ -72,8 +72,8 @@ StackLoader::StackLoader(const TraceFile& trace) {
   if (!trace.has_table("modules")) return;
   Statement modules(trace, "SELECT id, path, base, size FROM modules");
   while (modules.step()) {
-    ModuleRange range{static_cast<uint64_t>(modules.column_int(2)),
-                      static_cast<uint64_t>(modules.column_int(3)), modules.column_text(1).value_or("")};
+    ModuleRange range{static_cast<uint64_t>(modules.column_int(2)), static_cast<uint64_t>(modules.column_int(3)),
+                      modules.column_text(1).value_or("")};
     modules_by_id_[modules.column_int(0)] = range;
     ranges_.push_back(std::move(range));
   }

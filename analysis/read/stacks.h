@@ -22,8 +22,8 @@ struct Frame {
   std::optional<std::string> function;  // nullopt when the pc is not symbolized (or has no symbol)
   std::optional<std::string> file;
   std::optional<int64_t> line;
-  std::optional<std::string> module;  // full path of the module holding the pc, when known; kPythonModule
-  bool python = false;                // a Python frame (schema v5): pc is 0, module is kPythonModule
+  std::optional<std::string> module;      // full path of the module holding the pc, when known; kPythonModule
+  bool python = false;                    // a Python frame (schema v5): pc is 0, module is kPythonModule
   std::optional<uint64_t> module_offset;  // pc - the module's load base, when the module is known
 };
 
@@ -32,7 +32,6 @@ struct Stack {
   bool missing = false;       // id != 0 but the trace has no such row in `stacks`: frames stay empty
   std::vector<Frame> frames;  // innermost first
 };
-
 
 // Turns stack ids into frames: stack_frames LEFT JOIN symbols, modules from symbols.module_id or, for pcs
 // without one, from the module whose mapped range holds the pc. Caches, since leaks and failures share

@@ -130,15 +130,13 @@ class ModuleMap {
       module.id = row.id;
       module.path = std::move(row.path);
       module.base = row.base;
-      module.end = row.size > std::numeric_limits<uint64_t>::max() - module.base
-                       ? std::numeric_limits<uint64_t>::max()
-                       : module.base + row.size;
+      module.end = row.size > std::numeric_limits<uint64_t>::max() - module.base ? std::numeric_limits<uint64_t>::max()
+                                                                                 : module.base + row.size;
       module.build_id = lower(std::move(row.build_id));
       modules_.push_back(std::move(module));
     }
-    std::sort(modules_.begin(), modules_.end(), [](const Module& a, const Module& b) {
-      return a.base != b.base ? a.base < b.base : a.id < b.id;
-    });
+    std::sort(modules_.begin(), modules_.end(),
+              [](const Module& a, const Module& b) { return a.base != b.base ? a.base < b.base : a.id < b.id; });
     uint64_t max_end = 0;
     for (const Module& module : modules_) {
       max_end = std::max(max_end, module.end);
@@ -168,8 +166,7 @@ std::string demangle(const char* name) {
   // does not demangle is kept raw rather than dropped.
   if (name[0] == '_' && name[1] == 'Z') {
     int status = 0;
-    std::unique_ptr<char, decltype(&std::free)> out(abi::__cxa_demangle(name, nullptr, nullptr, &status),
-                                                    &std::free);
+    std::unique_ptr<char, decltype(&std::free)> out(abi::__cxa_demangle(name, nullptr, nullptr, &status), &std::free);
     if (status == 0 && out) return out.get();
   }
   return name;
@@ -198,9 +195,8 @@ Dwarf_Line* cu_line(Module& module, uint64_t address) {
               [](const Module::CuRange& a, const Module::CuRange& b) { return a.low < b.low; });
   }
   Dwarf_Addr dwarf_address = address - module.dwarf_bias;
-  auto it =
-      std::upper_bound(module.cu_ranges.begin(), module.cu_ranges.end(), dwarf_address,
-                       [](Dwarf_Addr value, const Module::CuRange& range) { return value < range.low; });
+  auto it = std::upper_bound(module.cu_ranges.begin(), module.cu_ranges.end(), dwarf_address,
+                             [](Dwarf_Addr value, const Module::CuRange& range) { return value < range.low; });
   if (it == module.cu_ranges.begin() || dwarf_address >= std::prev(it)->high) return nullptr;
   return dwarf_getsrc_die(&std::prev(it)->cu, dwarf_address);
 }

@@ -23,10 +23,11 @@ std::vector<ModuleRow> read_modules(const TraceFile& trace) {
 }
 
 std::vector<uint64_t> pending_pcs(const TraceFile& trace) {
-  Statement query(trace, trace.schema_version() >= 5
-                             ? "SELECT DISTINCT pc FROM stack_frames WHERE python_frame_id = 0 AND pc NOT IN "
-                               "(SELECT pc FROM symbols) ORDER BY pc"
-                             : "SELECT DISTINCT pc FROM stack_frames WHERE pc NOT IN (SELECT pc FROM symbols) ORDER BY pc");
+  Statement query(trace,
+                  trace.schema_version() >= 5
+                      ? "SELECT DISTINCT pc FROM stack_frames WHERE python_frame_id = 0 AND pc NOT IN "
+                        "(SELECT pc FROM symbols) ORDER BY pc"
+                      : "SELECT DISTINCT pc FROM stack_frames WHERE pc NOT IN (SELECT pc FROM symbols) ORDER BY pc");
   std::vector<uint64_t> pcs;
   while (query.step()) pcs.push_back(static_cast<uint64_t>(query.column_int(0)));
   return pcs;

@@ -2,11 +2,11 @@
 
 #include <fmt/core.h>
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <sys/stat.h>
 
 #include "schema/trace_schema.h"
 
@@ -52,8 +52,8 @@ int64_t pragma_int(sqlite3* db, const std::string& path, const char* pragma) {
   int64_t value = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
   sqlite3_finalize(stmt);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-    throw_read_error(rc, fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", path,
-                                 sqlite3_errstr(rc)));
+    throw_read_error(
+        rc, fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", path, sqlite3_errstr(rc)));
   }
   return value;
 }
@@ -97,8 +97,7 @@ std::string read_only_uri(const std::string& path) {
 
 bool is_damage_code(int sqlite_code) {
   const int primary = sqlite_code & 0xff;
-  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR ||
-         primary == SQLITE_FORMAT;
+  return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB || primary == SQLITE_IOERR || primary == SQLITE_FORMAT;
 }
 
 TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
@@ -124,10 +123,10 @@ TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
   }
   int64_t version = pragma_int(db, path, "user_version");
   if (version > schema::kSchemaVersion) {
-    throw TraceError(fmt::format(
-        "'{}' was written with trace schema version {}, but this gpumemtrace reads versions up to {}: "
-        "use a newer gpumemtrace",
-        path, version, schema::kSchemaVersion));
+    throw TraceError(
+        fmt::format("'{}' was written with trace schema version {}, but this gpumemtrace reads versions up to {}: "
+                    "use a newer gpumemtrace",
+                    path, version, schema::kSchemaVersion));
   }
   if (version < 1) throw TraceError(fmt::format("'{}' has no valid schema version ({})", path, version));
   trace.schema_version_ = static_cast<int>(version);
@@ -135,8 +134,8 @@ TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
   trace.tables_ = read_table_names(trace);
   for (const char* table : {"meta", "events"}) {
     if (!trace.has_table(table)) {
-      throw TraceError(fmt::format("'{}' has no {} table, which every trace needs: it cannot be reported", path,
-                                   table));
+      throw TraceError(
+          fmt::format("'{}' has no {} table, which every trace needs: it cannot be reported", path, table));
     }
   }
   // Touch the tables every report reads, so that a damaged file fails here rather than halfway through.
@@ -147,8 +146,8 @@ TraceFile TraceFile::open(const std::string& path, OpenMode mode) {
       Statement count(trace, sql.c_str());
       count.step();
     } catch (const TraceDamaged& e) {
-      throw TraceDamaged(fmt::format("'{}' is damaged or truncated: table '{}' cannot be read ({})", path, table,
-                                     e.what()));
+      throw TraceDamaged(
+          fmt::format("'{}' is damaged or truncated: table '{}' cannot be read ({})", path, table, e.what()));
     }
   }
   return trace;
@@ -225,7 +224,7 @@ bool Statement::step() {
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   throw_read_error(rc, fmt::format("cannot read trace '{}': {} (is the file truncated or damaged?)", trace_.path(),
-                               sqlite3_errmsg(trace_.db())));
+                                   sqlite3_errmsg(trace_.db())));
 }
 
 void Statement::reset() {

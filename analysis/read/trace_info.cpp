@@ -18,9 +18,7 @@ std::optional<int64_t> lenient_meta_int(const TraceFile& trace, const char* key)
   return value;
 }
 
-bool meta_flag(const TraceFile& trace, const char* key) {
-  return trace.meta(key) == std::optional<std::string>("1");
-}
+bool meta_flag(const TraceFile& trace, const char* key) { return trace.meta(key) == std::optional<std::string>("1"); }
 
 void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   namespace meta = schema::meta;

@@ -30,7 +30,7 @@ struct TraceInfo {
   bool simulated = false;   // recorded under the simulated CUDA runtime
   bool symbolized = false;  // symbols were filled after the run
   uint64_t dropped_events = 0;
-  uint64_t event_count = 0;  // rows of `events`, all kinds
+  uint64_t event_count = 0;                // rows of `events`, all kinds
   std::optional<std::string> stop_reason;  // meta.stop_reason: why recording ended early (a full disk...)
   uint64_t recording_pauses = 0;           // meta.recording_pauses: benchmark pauses (events then are missing)
   uint64_t recording_paused_ns = 0;
@@ -49,7 +49,6 @@ struct TraceInfo {
   std::optional<int64_t> events_after_close;
   uint64_t frees_after_close = 0;
 };
-
 
 // meta values are text written by the recorder; a malformed number is reported as absent rather than
 // failing the whole report (TraceFile::meta_int would throw).

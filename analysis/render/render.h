@@ -27,7 +27,8 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 
 // The same report as a JSON document (pretty printed, indent 2, trailing newline). Shape, with every
 // field always present (null where unknown):
-//   trace:  path, pid, command_line, hostname, backend, backend_reason, backend_note, tool_version, schema_version, duration_ns,
+//   trace:  path, pid, command_line, hostname, backend, backend_reason, backend_note, tool_version, schema_version,
+//   duration_ns,
 //           duration_from_events, complete, salvaged (null, or the sentence saying what a damaged trace lost:
 //           the trace is then incomplete), missing_tables ([] or "the trace has no <table> table: ..." notes),
 //           simulated, symbolized, dropped_events, event_count
@@ -88,8 +89,8 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //           by_name[]: name, domain (null: default), none, repetitions, allocations, allocated_bytes, frees,
 //                      freed_bytes, live_allocations, live_bytes, peak_live_bytes
 //           repeated[], growth[]: name, domain, iterations, bytes_per_iteration, live_bytes_at_end[],
-//                      fitted_rise_bytes, threshold_bytes, rising_steps, falling_steps, steps, growing, growing_stack_groups,
-//                      stacks[] (as growth.findings[].stacks[])
+//                      fitted_rise_bytes, threshold_bytes, rising_steps, falling_steps, steps, growing,
+//                      growing_stack_groups, stacks[] (as growth.findings[].stacks[])
 //   range_spans[]: name, domain, thread_id, start_ns, end_ns (null: never closed), depth; range_spans_left_out
 //   filters (after trace): device, since_ns, until_ns, pid, min_size, range (null when not given),
 //            allocations_matched, allocations_seen, nothing_matched (null or one line)

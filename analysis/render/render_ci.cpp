@@ -80,12 +80,10 @@ void append_breakdown(std::string& out, const Report& report) {
   if (breakdown.by_thread.size() < 2 && breakdown.by_stream.size() < 2 && breakdown.by_module.size() < 2) return;
   out += "\nBreakdown (live at the peak, allocated in total, leaked, allocations)\n";
   out += fmt::format("    {:<32} {:>11} {:>11} {:>11} {:>8}\n", "", "at peak", "allocated", "leaked", "count");
-  append_table(out, "by thread", breakdown.by_thread, [&report](const BreakdownRow& row) {
-    return thread_name(row, report);
-  });
+  append_table(out, "by thread", breakdown.by_thread,
+               [&report](const BreakdownRow& row) { return thread_name(row, report); });
   append_table(out, "by stream", breakdown.by_stream, stream_name);
-  append_table(out, "by module (the innermost frame outside the CUDA libraries)", breakdown.by_module,
-               module_name);
+  append_table(out, "by module (the innermost frame outside the CUDA libraries)", breakdown.by_module, module_name);
 }
 
 Json suppressed_json(const Report& report) {

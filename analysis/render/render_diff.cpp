@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "analysis/model/diff.h"
 #include "analysis/format.h"
+#include "analysis/model/diff.h"
 #include "analysis/model/stack_view.h"
 
 namespace gmt::analysis {
@@ -48,13 +48,14 @@ Json optional_number(const std::optional<double>& value) { return value ? Json(*
 Json frames_json(const Stack& stack) {
   Json frames = Json::array();
   for (const Frame& frame : stack.frames) {
-    frames.push_back(Json{{"level", frame.level},
-                          {"pc", format_pc(frame.pc)},
-                          {"function", frame.function ? Json(*frame.function) : Json(nullptr)},
-                          {"file", frame.file ? Json(*frame.file) : Json(nullptr)},
-                          {"line", frame.line ? Json(*frame.line) : Json(nullptr)},
-                          {"module", frame.module ? Json(*frame.module) : Json(nullptr)},
-                          {"module_offset", frame.module_offset ? Json(format_pc(*frame.module_offset)) : Json(nullptr)}});
+    frames.push_back(
+        Json{{"level", frame.level},
+             {"pc", format_pc(frame.pc)},
+             {"function", frame.function ? Json(*frame.function) : Json(nullptr)},
+             {"file", frame.file ? Json(*frame.file) : Json(nullptr)},
+             {"line", frame.line ? Json(*frame.line) : Json(nullptr)},
+             {"module", frame.module ? Json(*frame.module) : Json(nullptr)},
+             {"module_offset", frame.module_offset ? Json(format_pc(*frame.module_offset)) : Json(nullptr)}});
   }
   return frames;
 }
@@ -67,8 +68,9 @@ void append_allocators(std::string& out, const TraceDiff& diff) {
   if (diff.allocators.empty()) return;
   out += "\nFramework allocators (their own statistics)\n";
   for (const AllocatorDiff& entry : diff.allocators) {
-    out += fmt::format("  device {}: base {}, new {}\n", entry.device,
-                       entry.base ? entry.base->allocator : "no samples", entry.next ? entry.next->allocator : "no samples");
+    out +=
+        fmt::format("  device {}: base {}, new {}\n", entry.device, entry.base ? entry.base->allocator : "no samples",
+                    entry.next ? entry.next->allocator : "no samples");
     const AllocatorFigures none;
     const AllocatorFigures& b = entry.base ? *entry.base : none;
     const AllocatorFigures& n = entry.next ? *entry.next : none;
@@ -79,7 +81,8 @@ void append_allocators(std::string& out, const TraceDiff& diff) {
     bytes_row("peak reserved", b.peak_reserved_bytes, n.peak_reserved_bytes);
     bytes_row("peak in use", b.peak_in_use_bytes, n.peak_in_use_bytes);
     if (b.peak_inactive_split_bytes || n.peak_inactive_split_bytes) {
-      bytes_row("peak inactive split", b.peak_inactive_split_bytes.value_or(0), n.peak_inactive_split_bytes.value_or(0));
+      bytes_row("peak inactive split", b.peak_inactive_split_bytes.value_or(0),
+                n.peak_inactive_split_bytes.value_or(0));
     }
     out += fmt::format("    {:<22} {:>12} {:>12}\n", "alloc retries", optional_count(b.alloc_retries),
                        optional_count(n.alloc_retries));
@@ -178,7 +181,8 @@ std::string render_diff_json(const TraceDiff& diff) {
   }
   Json allocators = Json::array();
   for (const AllocatorDiff& entry : diff.allocators) {
-    allocators.push_back(Json{{"device", entry.device}, {"base", figures_json(entry.base)}, {"new", figures_json(entry.next)}});
+    allocators.push_back(
+        Json{{"device", entry.device}, {"base", figures_json(entry.base)}, {"new", figures_json(entry.next)}});
   }
   Json document{
       {"base", diff.base_path},

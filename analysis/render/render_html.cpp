@@ -7,9 +7,9 @@
 #include <string>
 
 #include "analysis/format.h"
+#include "analysis/model/tensor_blocks.h"
 #include "analysis/render/html_template.h"
 #include "analysis/render/render_export.h"
-#include "analysis/model/tensor_blocks.h"
 
 namespace gmt::analysis {
 namespace {
@@ -84,9 +84,9 @@ std::string tensor_blocks_html(const Report& report) {
   const TensorBlockReport& blocks = *report.tensor_blocks;
   std::string out = "\n<section id=\"tensor-blocks\">\n<h2>PyTorch tensors (block-level)</h2>\n";
   out += fmt::format("<p>{} tensor blocks ({}), {} freed; most held at once {}. Inside PyTorch's cached segments: "
-                     "not added to device memory.</p>\n", blocks.totals.allocations,
-                     html_escape(format_bytes(blocks.totals.allocated_bytes)), blocks.totals.frees,
-                     html_escape(format_bytes_exact(blocks.totals.peak_bytes)));
+                     "not added to device memory.</p>\n",
+                     blocks.totals.allocations, html_escape(format_bytes(blocks.totals.allocated_bytes)),
+                     blocks.totals.frees, html_escape(format_bytes_exact(blocks.totals.peak_bytes)));
   if (blocks.overruns > 0) {
     out += fmt::format("<p class=\"warning\">PyTorch's history ring overran {} times: some blocks are missing.</p>\n",
                        blocks.overruns);
@@ -131,24 +131,24 @@ std::string header(const Report& report) {
   }
   out += meta_row("duration", format_duration(trace.duration_ns) + (trace.complete ? "" : " (incomplete trace)"));
   out += meta_row("events", std::to_string(trace.event_count));
-  out += meta_row("allocations", fmt::format("{} ({}), {} freed, {} failed", totals.allocations,
-                                             format_bytes(totals.allocated_bytes), totals.frees,
-                                             totals.failed_allocations));
-  out += meta_row("peak", fmt::format("{} at {}", format_bytes_exact(totals.peak_bytes),
-                                      format_duration(totals.peak_time_ns)));
+  out += meta_row("allocations",
+                  fmt::format("{} ({}), {} freed, {} failed", totals.allocations, format_bytes(totals.allocated_bytes),
+                              totals.frees, totals.failed_allocations));
+  out += meta_row("peak",
+                  fmt::format("{} at {}", format_bytes_exact(totals.peak_bytes), format_duration(totals.peak_time_ns)));
   out += meta_row("leaked", fmt::format("{} in {} allocation{}", format_bytes_exact(totals.leaked_bytes),
                                         totals.leaked_allocations, totals.leaked_allocations == 1 ? "" : "s"));
   for (const HeapAtExit& heap : report.heaps) {  // framework heaps (heaps.h): their reservation, apart
     out += meta_row(heap.cached() ? "cached at exit" : "reserved at exit",
                     fmt::format("{} by {}{}", format_bytes_exact(heap.reserved_bytes), heap.allocator,
-                                heap.opaque   ? " (not a leak; no verdict on JAX's buffers in it: " + heap.note + ")"
+                                heap.opaque     ? " (not a leak; no verdict on JAX's buffers in it: " + heap.note + ")"
                                 : heap.cached() ? " (not a leak)"
                                                 : ", blocks not recorded (" + heap.note + ")"));
   }
   if (report.imported.any()) {
-    out += meta_row("imported", fmt::format("{} peak from other processes (not counted above), {} IPC handles left open",
-                                            format_bytes_exact(report.imported.peak_bytes),
-                                            report.imported.left_open_handles));
+    out += meta_row("imported",
+                    fmt::format("{} peak from other processes (not counted above), {} IPC handles left open",
+                                format_bytes_exact(report.imported.peak_bytes), report.imported.left_open_handles));
   }
   out += "</table>\n</header>";
   return out + tensor_blocks_html(report);
@@ -157,8 +157,10 @@ std::string header(const Report& report) {
 }  // namespace
 
 std::string render_html(const Report& report, const RenderOptions& options) {
-  const std::string title = "gpumemtrace: " + (report.trace.command_line ? *report.trace.command_line : report.trace.path);
-  const std::string data = script_safe_json(page_data(report, options).dump(-1, ' ', false, Json::error_handler_t::replace));
+  const std::string title =
+      "gpumemtrace: " + (report.trace.command_line ? *report.trace.command_line : report.trace.path);
+  const std::string data =
+      script_safe_json(page_data(report, options).dump(-1, ' ', false, Json::error_handler_t::replace));
 
   // Split the page at its slots first, so that text put into one slot is never searched for the next.
   const std::string_view page = html_report_template();

@@ -4,14 +4,14 @@
 
 #include <algorithm>
 
+#include "analysis/format.h"
 #include "analysis/model/allocators.h"
 #include "analysis/model/findings.h"
-#include "analysis/format.h"
 #include "analysis/model/stack_view.h"
+#include "analysis/model/tensor_blocks.h"
+#include "analysis/render/render.h"
 #include "analysis/render/render_ci.h"
 #include "analysis/render/render_json_allocators.h"
-#include "analysis/render/render.h"
-#include "analysis/model/tensor_blocks.h"
 #include "analysis/render/render_json_parts.h"
 
 namespace gmt::analysis {
@@ -21,21 +21,24 @@ using Json = nlohmann::ordered_json;
 
 template <typename T>
 Json per_kind(const PerKind<T>& values) {
-  return Json{{"device", values.device}, {"managed", values.managed}, {"host_pinned", values.host_pinned},
+  return Json{{"device", values.device},
+              {"managed", values.managed},
+              {"host_pinned", values.host_pinned},
               {"vmm_physical", values.vmm_physical}};
 }
 
 Json stack_json(const Stack& stack) {
   Json frames = Json::array();
   for (const Frame& frame : stack.frames) {
-    frames.push_back(Json{{"level", frame.level},
-                          {"pc", format_pc(frame.pc)},  // hex text: JSON numbers lose precision past 2^53
-                          {"function", optional_value(frame.function)},
-                          {"file", optional_value(frame.file)},
-                          {"line", optional_value(frame.line)},
-                          {"module", optional_value(frame.module)},
-                          {"module_offset", frame.module_offset ? Json(format_pc(*frame.module_offset)) : Json(nullptr)},
-                          {"python", frame.python}});
+    frames.push_back(
+        Json{{"level", frame.level},
+             {"pc", format_pc(frame.pc)},  // hex text: JSON numbers lose precision past 2^53
+             {"function", optional_value(frame.function)},
+             {"file", optional_value(frame.file)},
+             {"line", optional_value(frame.line)},
+             {"module", optional_value(frame.module)},
+             {"module_offset", frame.module_offset ? Json(format_pc(*frame.module_offset)) : Json(nullptr)},
+             {"python", frame.python}});
   }
   return frames;
 }
@@ -102,17 +105,17 @@ Json totals_json(const Totals& totals) {
 
 Json leak_json(const LeakGroup& group, size_t rank) {
   Json leak{{"rank", rank},
-              {"bytes", group.bytes},
-              {"count", group.count},
-              {"stack_id", group.stack.id},
-              {"stack_ids", group.stack_ids},
-              {"stack_missing", group.stack.missing},
-              {"memory_kinds", names(group.memory_kinds)},
-              {"apis", names(group.apis)},
-              {"devices", group.devices},
-              {"first_alloc_ns", group.first_alloc_ns},
-              {"last_alloc_ns", group.last_alloc_ns},
-              {"stack", stack_json(group.stack)}};
+            {"bytes", group.bytes},
+            {"count", group.count},
+            {"stack_id", group.stack.id},
+            {"stack_ids", group.stack_ids},
+            {"stack_missing", group.stack.missing},
+            {"memory_kinds", names(group.memory_kinds)},
+            {"apis", names(group.apis)},
+            {"devices", group.devices},
+            {"first_alloc_ns", group.first_alloc_ns},
+            {"last_alloc_ns", group.last_alloc_ns},
+            {"stack", stack_json(group.stack)}};
   add_stack_view(leak, group.stack);
   return leak;
 }
@@ -164,7 +167,8 @@ Json fragmentation_json(const std::optional<FragmentationStats>& stats) {
 Json buckets_json(const std::vector<TimelineBucket>& buckets) {
   Json list = Json::array();
   for (const TimelineBucket& bucket : buckets) {
-    list.push_back(Json{{"start_ns", bucket.start_ns}, {"min_bytes", bucket.min_bytes}, {"max_bytes", bucket.max_bytes}});
+    list.push_back(
+        Json{{"start_ns", bucket.start_ns}, {"min_bytes", bucket.min_bytes}, {"max_bytes", bucket.max_bytes}});
   }
   return list;
 }
@@ -243,14 +247,10 @@ Json growth_json(const Growth& growth) {
                             {"growing_stack_groups", finding.growing_stack_groups},
                             {"stacks", std::move(stacks)}});
   }
-  return Json{{"analyzed", growth.analyzed},
-              {"reason", growth.reason.empty() ? Json(nullptr) : Json(growth.reason)},
-              {"windows", growth.windows},
-              {"window_ns", growth.window_ns},
-              {"start_ns", growth.start_ns},
-              {"end_ns", growth.end_ns},
-              {"devices", std::move(devices)},
-              {"findings", std::move(findings)}};
+  return Json{{"analyzed", growth.analyzed},   {"reason", growth.reason.empty() ? Json(nullptr) : Json(growth.reason)},
+              {"windows", growth.windows},     {"window_ns", growth.window_ns},
+              {"start_ns", growth.start_ns},   {"end_ns", growth.end_ns},
+              {"devices", std::move(devices)}, {"findings", std::move(findings)}};
 }
 
 Json device_fragmentation_json(const std::vector<DeviceFragmentation>& devices) {
@@ -324,12 +324,11 @@ Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
   for (const PoolUsage& pool : *pools) {
     Json series = Json::array();  // reserved (sampled) and used (exact when used_from_events) at the samples
     for (const PoolSample& sample : pool.series) {
-      series.push_back(Json{{"time_ns", sample.time_ns},
-                            {"reserved_bytes", sample.reserved_bytes},
-                            {"used_bytes", sample.used_bytes},
-                            {"unused_bytes", sample.reserved_bytes > sample.used_bytes
-                                                 ? sample.reserved_bytes - sample.used_bytes
-                                                 : 0}});
+      series.push_back(Json{
+          {"time_ns", sample.time_ns},
+          {"reserved_bytes", sample.reserved_bytes},
+          {"used_bytes", sample.used_bytes},
+          {"unused_bytes", sample.reserved_bytes > sample.used_bytes ? sample.reserved_bytes - sample.used_bytes : 0}});
     }
     list.push_back(Json{{"pool", format_pc(static_cast<uint64_t>(pool.pool))},  // a handle: hex like pcs
                         {"device", pool.device},
@@ -393,25 +392,26 @@ Json cached_at_exit_json(const Report& report) {
 }
 
 Json failure_json(const AllocFailure& failure) {
-  Json item{{"event_id", failure.event_id},
-              {"time_ns", failure.time_ns},
-              {"api", std::string(schema::to_string(failure.api))},
-              {"memory_kind", std::string(schema::to_string(failure.memory_kind))},
-              {"requested_bytes", failure.requested_bytes},
-              {"error", failure.error},
-              {"error_name", cuda_error_name(failure.error)},
-              {"device", failure.device},
-              {"device_free", optional_value(failure.device_free)},
-              {"device_total", optional_value(failure.device_total)},
-              {"stack_id", failure.stack.id},
-              {"stack_missing", failure.stack.missing},
-              {"stack", stack_json(failure.stack)},
-              {"label", failure.label},
-              {"largest_free_gap", failure.fragmentation ? Json(failure.fragmentation->largest_gap_bytes) : Json(nullptr)},
-              {"fragmentation", fragmentation_json(failure.fragmentation)},
-              {"top_stacks", stack_bytes_list(failure.top_stacks)},
-              {"allocator", optional_text(failure.allocator)},
-              {"heap", heap_space_json(failure.heap)}};
+  Json item{
+      {"event_id", failure.event_id},
+      {"time_ns", failure.time_ns},
+      {"api", std::string(schema::to_string(failure.api))},
+      {"memory_kind", std::string(schema::to_string(failure.memory_kind))},
+      {"requested_bytes", failure.requested_bytes},
+      {"error", failure.error},
+      {"error_name", cuda_error_name(failure.error)},
+      {"device", failure.device},
+      {"device_free", optional_value(failure.device_free)},
+      {"device_total", optional_value(failure.device_total)},
+      {"stack_id", failure.stack.id},
+      {"stack_missing", failure.stack.missing},
+      {"stack", stack_json(failure.stack)},
+      {"label", failure.label},
+      {"largest_free_gap", failure.fragmentation ? Json(failure.fragmentation->largest_gap_bytes) : Json(nullptr)},
+      {"fragmentation", fragmentation_json(failure.fragmentation)},
+      {"top_stacks", stack_bytes_list(failure.top_stacks)},
+      {"allocator", optional_text(failure.allocator)},
+      {"heap", heap_space_json(failure.heap)}};
   add_stack_view(item, failure.stack);
   return item;
 }
@@ -508,15 +508,15 @@ Json tensor_blocks_json(const std::optional<TensorBlockReport>& blocks, const Re
   Json range_growth = Json::array();
   for (const RangeGrowth& range : blocks->range_growth) {
     Json one = range_growth_json(range);
-    for (size_t i = 0; i < range.stacks.size(); ++i) one["stacks"][i]["python_line"] = python_line(range.stacks[i].stack);
+    for (size_t i = 0; i < range.stacks.size(); ++i)
+      one["stacks"][i]["python_line"] = python_line(range.stacks[i].stack);
     range_growth.push_back(std::move(one));
   }
   return Json{{"overruns", blocks->overruns},
               {"totals", totals_json(blocks->totals)},
-              {"alive_groups",
-               Json{{"total", blocks->alive_groups_total},
-                    {"shown", shown},
-                    {"below_min_bytes", blocks->alive_groups_below_min_bytes}}},
+              {"alive_groups", Json{{"total", blocks->alive_groups_total},
+                                    {"shown", shown},
+                                    {"below_min_bytes", blocks->alive_groups_below_min_bytes}}},
               {"alive_at_exit", std::move(alive)},
               {"peak_stacks", peaks_json(blocks->peaks)},
               {"growth", std::move(growth)},
@@ -565,13 +565,12 @@ std::string render_json(const Report& report, const RenderOptions& options) {
       {"peak_by_kind", per_kind(report.peak_by_kind)},
       {"peak_time_ns_by_kind", per_kind(report.peak_time_ns_by_kind)},
       {"leaked_by_kind", per_kind(report.leaked_by_kind)},
-      {"leak_groups",
-       Json{{"total", report.leak_groups_total},
-            {"shown", shown},
-            {"not_shown", report.leaks.size() - shown},  // cut by --top; below_min_bytes are separate
-            {"below_min_bytes", report.leak_groups_below_min_bytes},
-            {"bytes_below_min_bytes", report.leaked_bytes_below_min_bytes},
-            {"min_bytes", optional_value(report.min_bytes)}}},
+      {"leak_groups", Json{{"total", report.leak_groups_total},
+                           {"shown", shown},
+                           {"not_shown", report.leaks.size() - shown},  // cut by --top; below_min_bytes are separate
+                           {"below_min_bytes", report.leak_groups_below_min_bytes},
+                           {"bytes_below_min_bytes", report.leaked_bytes_below_min_bytes},
+                           {"min_bytes", optional_value(report.min_bytes)}}},
       {"leaks", std::move(leaks)},
       {"cached_at_exit", cached_at_exit_json(report)},
       {"imported", imported_json(report.imported)},

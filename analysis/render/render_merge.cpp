@@ -51,8 +51,8 @@ void append_processes(std::string& out, const MergedReport& report) {
       std::string fragmentation =
           d.fragmentation_at_peak ? fmt::format("{:.2f}", *d.fragmentation_at_peak) : std::string("-");
       out += fmt::format("      {}: peak {} at {}, NCCL {} of it, fragmentation at peak {}\n",
-                         describe_device(p.device_info, d.device), format_bytes(d.peak_bytes), format_duration(d.peak_time_ns),
-                         format_bytes(d.nccl_bytes_at_peak), fragmentation);
+                         describe_device(p.device_info, d.device), format_bytes(d.peak_bytes),
+                         format_duration(d.peak_time_ns), format_bytes(d.nccl_bytes_at_peak), fragmentation);
     }
     for (const ImportedDevice& d : p.imported_devices) {
       out += fmt::format("      imported from other processes on {}: peak {}, {} open at the end (not counted above)\n",
@@ -99,8 +99,8 @@ void append_leaks(std::string& out, const MergedReport& report, size_t top) {
       who += fmt::format(", +{} more", leak.processes.size() - kTextProcessesPerLeak);
     }
     out += fmt::format("  #{} {} in {} allocation{}, {} {} ({}){}\n", i + 1, format_bytes_exact(leak.bytes), leak.count,
-                       leak.count == 1 ? "" : "s", leak.processes.size(), leak.processes.size() == 1 ? "process" : "processes", who,
-                       leak.nccl ? " [NCCL]" : "");
+                       leak.count == 1 ? "" : "s", leak.processes.size(),
+                       leak.processes.size() == 1 ? "process" : "processes", who, leak.nccl ? " [NCCL]" : "");
     for (const std::string& line : stack_view_lines(leak.stack, StackViewOptions{.max_lines = kTextFramesPerStack})) {
       out += (line.rfind("...", 0) == 0 ? "      " : "      at ") + line + "\n";
     }
@@ -235,9 +235,8 @@ std::string render_merged_json(const MergedReport& report, size_t top) {
   Json unreadable = Json::array();
   for (const UnreadableTrace& u : report.unreadable) unreadable.push_back(Json{{"path", u.path}, {"error", u.error}});
   Json doc{{"processes", processes},
-           {"imbalance",
-            Json{{"peak", spread_json(report, report.imbalance.peak)},
-                 {"leaked", spread_json(report, report.imbalance.leaked)}}},
+           {"imbalance", Json{{"peak", spread_json(report, report.imbalance.peak)},
+                              {"leaked", spread_json(report, report.imbalance.leaked)}}},
            {"outlier_rule", Json{{"factor", kOutlierFactor}, {"min_excess_bytes", kOutlierMinExcessBytes}}},
            {"outliers", outliers},
            {"leaks", leaks},

@@ -32,20 +32,28 @@ double micros(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 class TraceEvents {
  public:
   void name_process(int64_t pid, const std::string& name, int64_t sort_index) {
-    events_.push_back(Json{{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", name}}}});
-    events_.push_back(Json{{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0},
-                           {"args", {{"sort_index", sort_index}}}});
+    events_.push_back(
+        Json{{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", name}}}});
+    events_.push_back(Json{
+        {"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", sort_index}}}});
   }
   void name_thread(int64_t pid, int64_t tid, const std::string& name) {
-    events_.push_back(Json{{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+    events_.push_back(
+        Json{{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
   }
   void counter(int64_t pid, const std::string& name, int64_t time_ns, uint64_t bytes) {
-    events_.push_back(Json{{"ph", "C"}, {"name", name}, {"pid", pid}, {"tid", 0}, {"ts", micros(time_ns)},
-                           {"args", {{"bytes", bytes}}}});
+    events_.push_back(Json{
+        {"ph", "C"}, {"name", name}, {"pid", pid}, {"tid", 0}, {"ts", micros(time_ns)}, {"args", {{"bytes", bytes}}}});
   }
   void instant(int64_t pid, const std::string& name, const std::string& category, int64_t time_ns, Json args) {
-    events_.push_back(Json{{"ph", "i"}, {"name", name}, {"cat", category}, {"s", "p"}, {"pid", pid}, {"tid", 0},
-                           {"ts", micros(time_ns)}, {"args", std::move(args)}});
+    events_.push_back(Json{{"ph", "i"},
+                           {"name", name},
+                           {"cat", category},
+                           {"s", "p"},
+                           {"pid", pid},
+                           {"tid", 0},
+                           {"ts", micros(time_ns)},
+                           {"args", std::move(args)}});
   }
   void buckets(int64_t pid, const std::string& name, const std::vector<TimelineBucket>& buckets) {
     // Two tracks, so that a short spike shows as the most and a short dip as the least live bytes of its bucket.
@@ -54,16 +62,32 @@ class TraceEvents {
   }
   // A push/pop range: a slice on its thread's track (they nest per thread, as slices must).
   void slice(int64_t pid, int64_t tid, const std::string& name, int64_t start_ns, int64_t end_ns, Json args) {
-    events_.push_back(Json{{"ph", "X"}, {"name", name}, {"cat", "nvtx"}, {"pid", pid}, {"tid", tid},
-                           {"ts", micros(start_ns)}, {"dur", micros(std::max<int64_t>(0, end_ns - start_ns))},
+    events_.push_back(Json{{"ph", "X"},
+                           {"name", name},
+                           {"cat", "nvtx"},
+                           {"pid", pid},
+                           {"tid", tid},
+                           {"ts", micros(start_ns)},
+                           {"dur", micros(std::max<int64_t>(0, end_ns - start_ns))},
                            {"args", std::move(args)}});
   }
   // A start/end range: an async pair (b/e with an id), since such ranges may overlap without nesting.
   void async_span(int64_t pid, int64_t tid, uint64_t id, const std::string& name, int64_t start_ns, int64_t end_ns,
                   Json args) {
-    events_.push_back(Json{{"ph", "b"}, {"name", name}, {"cat", "nvtx"}, {"id", id}, {"pid", pid}, {"tid", tid},
-                           {"ts", micros(start_ns)}, {"args", std::move(args)}});
-    events_.push_back(Json{{"ph", "e"}, {"name", name}, {"cat", "nvtx"}, {"id", id}, {"pid", pid}, {"tid", tid},
+    events_.push_back(Json{{"ph", "b"},
+                           {"name", name},
+                           {"cat", "nvtx"},
+                           {"id", id},
+                           {"pid", pid},
+                           {"tid", tid},
+                           {"ts", micros(start_ns)},
+                           {"args", std::move(args)}});
+    events_.push_back(Json{{"ph", "e"},
+                           {"name", name},
+                           {"cat", "nvtx"},
+                           {"id", id},
+                           {"pid", pid},
+                           {"tid", tid},
                            {"ts", micros(std::max(start_ns, end_ns))}});
   }
   Json take() { return std::move(events_); }
@@ -99,8 +123,8 @@ std::string render_perfetto(const Report& report, const RenderOptions& /*options
 
   events.buckets(kApplicationPid, "live bytes, all devices", report.timeline.total);
   for (const TimelineSeries& series : report.timeline.series) {
-    events.buckets(device_pid(series.device),
-                   fmt::format("{} live bytes", schema::to_string(series.memory_kind)), series.buckets);
+    events.buckets(device_pid(series.device), fmt::format("{} live bytes", schema::to_string(series.memory_kind)),
+                   series.buckets);
   }
 
   // A pool's last reserved sample and its used bytes at the end of the trace (exact when from events) are counters
@@ -144,9 +168,10 @@ std::string render_perfetto(const Report& report, const RenderOptions& /*options
               {"start_low_bytes", finding.start_low_bytes},
               {"end_low_bytes", finding.end_low_bytes}};
     if (finding.seconds_until_full) args["seconds_until_full"] = *finding.seconds_until_full;
-    events.instant(device_pid(finding.device),
-                   fmt::format("steady growth {}/s", format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s)))),
-                   "growth", finding.end_time_ns, std::move(args));
+    events.instant(
+        device_pid(finding.device),
+        fmt::format("steady growth {}/s", format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s)))),
+        "growth", finding.end_time_ns, std::move(args));
   }
 
   // NVTX ranges (the Report's spans, outermost first, at most kMaxExportedRanges): slices on the application's

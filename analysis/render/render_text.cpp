@@ -6,14 +6,14 @@
 #include <cctype>
 #include <iterator>
 
+#include "analysis/format.h"
 #include "analysis/model/allocators.h"
 #include "analysis/model/findings.h"
-#include "analysis/format.h"
-#include "analysis/render/render_ci.h"
-#include "analysis/render/render.h"
-#include "analysis/render/render_text_parts.h"
 #include "analysis/model/stack_view.h"
 #include "analysis/read/trace_tables.h"
+#include "analysis/render/render.h"
+#include "analysis/render/render_ci.h"
+#include "analysis/render/render_text_parts.h"
 
 namespace gmt::analysis {
 namespace {
@@ -60,8 +60,7 @@ void append_stack(std::string& out, const Stack& stack, const RenderOptions& opt
 }
 
 void append_header(std::string& out, const TraceInfo& trace) {
-  out +=
-      fmt::format("gpumemtrace report for {}\n", trace.command_line.value_or("(command line not recorded)"));
+  out += fmt::format("gpumemtrace report for {}\n", trace.command_line.value_or("(command line not recorded)"));
   out += fmt::format("  trace      {} (schema {}, {})\n", trace.path, trace.schema_version,
                      plural(trace.event_count, "event", "events"));
   if (trace.pid) out += fmt::format("  pid        {}\n", *trace.pid);
@@ -79,15 +78,14 @@ void append_header(std::string& out, const TraceInfo& trace) {
   const bool no_symbols_table = std::find(trace.missing_tables.begin(), trace.missing_tables.end(),
                                           missing_table_note("symbols")) != trace.missing_tables.end();
   if (!trace.symbolized && !no_symbols_table) {
-    out += fmt::format(
-        "warning: the trace is not symbolized: frames show addresses only (gpumemtrace symbolize {}).\n",
-        trace.path);
+    out += fmt::format("warning: the trace is not symbolized: frames show addresses only (gpumemtrace symbolize {}).\n",
+                       trace.path);
   }
   if (trace.recording_pauses > 0) {
-    out += fmt::format(
-        "warning: recording was paused {} for {} in all (a benchmark's gmt_set_recording_paused):\n"
-        "         what happened then is missing; a block freed during a pause may be shown as live.\n",
-        plural(trace.recording_pauses, "time", "times"), format_duration(static_cast<int64_t>(trace.recording_paused_ns)));
+    out += fmt::format("warning: recording was paused {} for {} in all (a benchmark's gmt_set_recording_paused):\n"
+                       "         what happened then is missing; a block freed during a pause may be shown as live.\n",
+                       plural(trace.recording_pauses, "time", "times"),
+                       format_duration(static_cast<int64_t>(trace.recording_paused_ns)));
   }
   if (trace.frees_after_close > 0) out += fmt::format("warning: {}.\n", frees_after_close_text(trace));
   if (trace.dropped_events > 0) {
@@ -99,24 +97,22 @@ void append_header(std::string& out, const TraceInfo& trace) {
 void append_totals(std::string& out, const Report& report, const RenderOptions& options) {
   const Totals& totals = report.totals;
   out += "\nTotals\n";
-  out += fmt::format("  allocations         {} ({} in total)\n", totals.allocations,
-                     format_bytes(totals.allocated_bytes));
+  out +=
+      fmt::format("  allocations         {} ({} in total)\n", totals.allocations, format_bytes(totals.allocated_bytes));
   out += fmt::format("  frees               {}\n", totals.frees);
   out += fmt::format("  failed allocations  {}\n", totals.failed_allocations);
   out += fmt::format("  leaked              {} in {}\n", format_bytes_exact(totals.leaked_bytes),
                      plural(totals.leaked_allocations, "allocation", "allocations"));
   append_cached_at_exit(out, report);  // framework heaps: render_text_heaps.cpp
   if (totals.unmatched_frees > 0) {
-    out += fmt::format(
-        "  unmatched frees     {} (addresses that were not live: double frees, or memory "
-        "allocated before recording started)\n",
-        totals.unmatched_frees);
+    out += fmt::format("  unmatched frees     {} (addresses that were not live: double frees, or memory "
+                       "allocated before recording started)\n",
+                       totals.unmatched_frees);
   }
   if (totals.inconsistencies > 0) {
-    out += fmt::format(
-        "  inconsistencies     {} (records that cannot be right, e.g. a live address "
-        "allocated again or a negative size)\n",
-        totals.inconsistencies);
+    out += fmt::format("  inconsistencies     {} (records that cannot be right, e.g. a live address "
+                       "allocated again or a negative size)\n",
+                       totals.inconsistencies);
   }
 
   out += fmt::format("\nPeak live memory: {}", format_bytes_exact(totals.peak_bytes));
@@ -125,9 +121,10 @@ void append_totals(std::string& out, const Report& report, const RenderOptions& 
   // The kinds that held memory only: "managed 0 B, host pinned 0 B" says nothing.
   const auto& peak = report.peak_by_kind;
   std::string kinds;
-  const std::pair<const char*, uint64_t> by_kind[] = {
-      {"device", peak.device}, {"managed", peak.managed}, {"host pinned", peak.host_pinned},
-      {"VMM physical", peak.vmm_physical}};
+  const std::pair<const char*, uint64_t> by_kind[] = {{"device", peak.device},
+                                                      {"managed", peak.managed},
+                                                      {"host pinned", peak.host_pinned},
+                                                      {"VMM physical", peak.vmm_physical}};
   size_t held = 0;
   for (const auto& [name, bytes] : by_kind) {
     if (bytes == 0) continue;
@@ -144,13 +141,11 @@ void append_leaks(std::string& out, const Report& report, const RenderOptions& o
     return;
   }
   if (report.leaks.empty()) {
-    out += fmt::format("\nNo leak group reaches --min-bytes {}.\n",
-                       format_bytes_exact(report.min_bytes.value_or(0)));
+    out += fmt::format("\nNo leak group reaches --min-bytes {}.\n", format_bytes_exact(report.min_bytes.value_or(0)));
     return;
   }
   const size_t shown = std::min(options.top, report.leaks.size());
-  out += fmt::format("\nLeaks by call stack ({}, largest first)\n",
-                     plural(report.leaks.size(), "group", "groups"));
+  out += fmt::format("\nLeaks by call stack ({}, largest first)\n", plural(report.leaks.size(), "group", "groups"));
   for (size_t i = 0; i < shown; ++i) {
     const LeakGroup& group = report.leaks[i];
     out += fmt::format("\n#{} {} in {} ({}, {}) {}\n", i + 1, format_bytes(group.bytes),
@@ -176,15 +171,13 @@ void append_failures(std::string& out, const Report& report, const RenderOptions
   out += fmt::format("\nFailed allocations ({})\n", report.failures.size());
   for (size_t i = 0; i < shown; ++i) {
     const AllocFailure& failure = report.failures[i];
-    std::string where =
-        failure.device >= 0 ? fmt::format("device {}", failure.device) : std::string("the host");
+    std::string where = failure.device >= 0 ? fmt::format("device {}", failure.device) : std::string("the host");
     out += fmt::format("\n{} of {} on {} failed at {}: {} ({})\n", schema::to_string(failure.api),
                        format_bytes_exact(failure.requested_bytes), where, format_duration(failure.time_ns),
                        cuda_error_name(failure.error), failure.error);
     if (failure.device_free) {
-      out +=
-          fmt::format("    device free at that moment: {}",
-                      format_bytes_exact(static_cast<uint64_t>(std::max<int64_t>(0, *failure.device_free))));
+      out += fmt::format("    device free at that moment: {}",
+                         format_bytes_exact(static_cast<uint64_t>(std::max<int64_t>(0, *failure.device_free))));
       if (failure.device_total && *failure.device_total > 0) {
         out += fmt::format(" of {}", format_bytes(static_cast<uint64_t>(*failure.device_total)));
       }
@@ -195,9 +188,8 @@ void append_failures(std::string& out, const Report& report, const RenderOptions
     append_failure_forensics(out, failure, options);
   }
   if (shown < report.failures.size()) {
-    out += fmt::format(
-        "\n... {} not shown (--format json lists them all)\n",
-        plural(report.failures.size() - shown, "more failed allocation", "more failed allocations"));
+    out += fmt::format("\n... {} not shown (--format json lists them all)\n",
+                       plural(report.failures.size() - shown, "more failed allocation", "more failed allocations"));
   }
 }
 
@@ -206,14 +198,13 @@ void append_not_shown(std::string& out, const Report& report, const RenderOption
   if (shown < report.leaks.size()) {
     uint64_t bytes = 0;
     uint64_t count = 0;
-    for (auto it = report.leaks.begin() + static_cast<std::ptrdiff_t>(shown); it != report.leaks.end();
-         ++it) {
+    for (auto it = report.leaks.begin() + static_cast<std::ptrdiff_t>(shown); it != report.leaks.end(); ++it) {
       bytes += it->bytes;
       count += it->count;
     }
     out += fmt::format("\n{} ({} in {}) not shown: use --top {} to see all.\n",
-                       plural(report.leaks.size() - shown, "more leak group", "more leak groups"),
-                       format_bytes(bytes), plural(count, "allocation", "allocations"), report.leaks.size());
+                       plural(report.leaks.size() - shown, "more leak group", "more leak groups"), format_bytes(bytes),
+                       plural(count, "allocation", "allocations"), report.leaks.size());
   }
   if (report.leak_groups_below_min_bytes > 0) {
     out += fmt::format("\n{} ({} in total) below --min-bytes {} not shown.\n",
@@ -254,7 +245,8 @@ void append_findings(std::string& out, const Report& report, const RenderOptions
     if (!finding.detail.empty()) out += fmt::format("       ({})\n", finding.detail);
   }
   if (findings.size() > shown) {
-    out += fmt::format("  ... {} (--top N shows more)\n", plural(findings.size() - shown, "more finding", "more findings"));
+    out += fmt::format("  ... {} (--top N shows more)\n",
+                       plural(findings.size() - shown, "more finding", "more findings"));
   }
 }
 

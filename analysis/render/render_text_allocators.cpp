@@ -49,8 +49,8 @@ void append_device(std::string& out, const Report& report, const AllocatorDevice
   out += fmt::format("\n{} on device {}: {} sample{} ({})\n", d.allocator_name, d.device, d.samples,
                      d.samples == 1 ? "" : "s", trigger_counts(d));
   const AllocatorCurves curves = allocator_curves(report, d, kSparkWidth);
-  const uint64_t highest = std::max({curves.highest(curves.reserved), curves.highest(curves.in_use),
-                                     curves.highest(curves.cuda_level)});
+  const uint64_t highest =
+      std::max({curves.highest(curves.reserved), curves.highest(curves.in_use), curves.highest(curves.cuda_level)});
   out += fmt::format("  reserved    {}  up to {} (at {})\n", scaled_sparkline(curves.reserved, highest),
                      format_bytes(d.peak_reserved_bytes), format_duration(d.peak_reserved_time_ns));
   out += fmt::format("  in use      {}  up to {} (at {})\n", scaled_sparkline(curves.in_use, highest),
@@ -95,8 +95,10 @@ void append_oom(std::string& out, const AllocatorOom& oom, const RenderOptions& 
   if (s.ooms) out += fmt::format(", OOMs {}", *s.ooms);
   out += "\n";
   if (oom.device_free_bytes) {
-    out += fmt::format("    device free: {}", format_bytes_exact(static_cast<uint64_t>(std::max<int64_t>(0, *oom.device_free_bytes))));
-    if (oom.device_total_bytes) out += " of " + format_bytes(static_cast<uint64_t>(std::max<int64_t>(0, *oom.device_total_bytes)));
+    out += fmt::format("    device free: {}",
+                       format_bytes_exact(static_cast<uint64_t>(std::max<int64_t>(0, *oom.device_free_bytes))));
+    if (oom.device_total_bytes)
+      out += " of " + format_bytes(static_cast<uint64_t>(std::max<int64_t>(0, *oom.device_total_bytes)));
     out += " (cudaMemGetInfo at the CUDA-level failure, see Failed allocations)\n";
   } else if (oom.cuda_failure_event_id) {
     out += "    device free: not recorded at the CUDA-level failure\n";
@@ -105,16 +107,18 @@ void append_oom(std::string& out, const AllocatorOom& oom, const RenderOptions& 
            "torch.cuda.set_per_process_memory_fraction)\n";
   }
   if (s.inactive_split_bytes && s.request_bytes && cached >= *s.request_bytes && *s.inactive_split_bytes > 0) {
-    out += "    more was cached than requested, but split: fragmentation inside PyTorch's segments (see the advice above)\n";
+    out += "    more was cached than requested, but split: fragmentation inside PyTorch's segments (see the advice "
+           "above)\n";
   }
-  out += fmt::format("    CUDA-level memory live on device {} then: {}{}\n", oom.device, format_bytes(oom.cuda_live_bytes),
-                     oom.top_stacks.empty() ? "" : "; largest first:");
+  out += fmt::format("    CUDA-level memory live on device {} then: {}{}\n", oom.device,
+                     format_bytes(oom.cuda_live_bytes), oom.top_stacks.empty() ? "" : "; largest first:");
   const size_t shown = std::min({oom.top_stacks.size(), options.top, kTextStacksPerMoment});
   for (size_t i = 0; i < shown; ++i) {
     const StackBytes& held = oom.top_stacks[i];
-    out += fmt::format("      {:<30} {}\n",
-                       fmt::format("{} in {} allocation{}", format_bytes(held.bytes), held.count, held.count == 1 ? "" : "s"),
-                       one_line_stack(held.stack));
+    out += fmt::format(
+        "      {:<30} {}\n",
+        fmt::format("{} in {} allocation{}", format_bytes(held.bytes), held.count, held.count == 1 ? "" : "s"),
+        one_line_stack(held.stack));
   }
   if (oom.stack_groups > shown) {
     out += fmt::format("      ... {} more call stacks (--format json has the top {} with full stacks)\n",
@@ -133,7 +137,8 @@ uint64_t AllocatorCurves::highest(const std::vector<uint64_t>& values) {
 AllocatorCurves allocator_curves(const Report& report, const AllocatorDevice& d, size_t columns) {
   AllocatorCurves curves;
   const Timeline& timeline = report.timeline;
-  int64_t end = std::max<int64_t>(report.trace.duration_ns, timeline.bucket_ns * static_cast<int64_t>(timeline.total.size()));
+  int64_t end =
+      std::max<int64_t>(report.trace.duration_ns, timeline.bucket_ns * static_cast<int64_t>(timeline.total.size()));
   for (const AllocatorSample& sample : d.series) {  // a damaged trace may hold any time: no overflow
     if (sample.time_ns > end && sample.time_ns < INT64_MAX) end = sample.time_ns + 1;
   }

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "analysis/format.h"
-#include "analysis/render/render_text_parts.h"
 #include "analysis/model/tensor_blocks.h"
+#include "analysis/render/render_text_parts.h"
 
 namespace gmt::analysis {
 namespace {
@@ -19,13 +19,13 @@ std::string count_of(uint64_t count, const char* singular, const char* plural_fo
 // "at fn file:line" of the frame that names the app's line, plus the innermost frame when that is another one.
 std::string named_line(const Stack& stack) {
   const Frame* app = app_python_frame(stack);
-  if (!app) return stack.id == 0 ? "(no Python stack: allocated outside Python, e.g. by autograd's thread)"
-                                 : one_line_stack(stack);
+  if (!app)
+    return stack.id == 0 ? "(no Python stack: allocated outside Python, e.g. by autograd's thread)"
+                         : one_line_stack(stack);
   std::string line = fmt::format("at {} {}", app->function.value_or("??"), app->file.value_or("??"));
   if (app->line) line += fmt::format(":{}", *app->line);
   return line;
 }
-
 
 void append_growing(std::string& out, const std::vector<GrowthStack>& stacks, uint64_t total,
                     const RenderOptions& options) {
@@ -45,8 +45,8 @@ void append_block_growth(std::string& out, const TensorBlockReport& blocks, cons
   if (!growth.analyzed) {
     out += fmt::format("  growth over time: not analyzed: {}\n", growth.reason);
   } else if (growth.findings.empty()) {
-    out += fmt::format("  growth over time: none ({} windows of {})\n", growth.windows,
-                       format_duration(growth.window_ns));
+    out +=
+        fmt::format("  growth over time: none ({} windows of {})\n", growth.windows, format_duration(growth.window_ns));
   }
   for (const GrowthFinding& finding : growth.findings) {
     out += fmt::format("  tensors on device {} grow steadily at {}/s: low watermark {} at {} -> {} at {}\n",

@@ -7,8 +7,8 @@
 
 #include "analysis/format.h"
 #include "analysis/model/stack_view.h"
-#include "analysis/render/render_text_parts.h"
 #include "analysis/model/tensor_blocks.h"
+#include "analysis/render/render_text_parts.h"
 
 namespace gmt::analysis {
 namespace {

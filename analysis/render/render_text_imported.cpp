@@ -30,10 +30,9 @@ void append_imported(std::string& out, const Report& report, const RenderOptions
                        format_bytes_exact(device.open_at_end_bytes));
   }
   if (imported.left_open.empty()) return;
-  out += fmt::format(
-      "\nIPC handles left open: {} {} ({}): they hold no memory of this process, but should be closed\n",
-      imported.left_open_handles, imported.left_open_handles == 1 ? "handle" : "handles",
-      format_bytes_exact(imported.left_open_bytes));
+  out += fmt::format("\nIPC handles left open: {} {} ({}): they hold no memory of this process, but should be closed\n",
+                     imported.left_open_handles, imported.left_open_handles == 1 ? "handle" : "handles",
+                     format_bytes_exact(imported.left_open_bytes));
   const size_t shown = std::min(options.top, imported.left_open.size());
   for (size_t i = 0; i < shown; ++i) {
     const OpenImportGroup& group = imported.left_open[i];

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "analysis/format.h"
-#include "analysis/render/render_text_parts.h"
 #include "analysis/model/stack_view.h"
+#include "analysis/render/render_text_parts.h"
 
 namespace gmt::analysis {
 namespace {
@@ -38,8 +38,8 @@ void append_held(std::string& out, const std::vector<StackBytes>& stacks, uint64
   const size_t shown = std::min({stacks.size(), options.top, kTextStacksPerMoment});
   for (size_t i = 0; i < shown; ++i) {
     const StackBytes& held = stacks[i];
-    std::string amount = fmt::format("{} in {}", format_bytes(held.bytes),
-                                     count_of(held.count, "allocation", "allocations"));
+    std::string amount =
+        fmt::format("{} in {}", format_bytes(held.bytes), count_of(held.count, "allocation", "allocations"));
     out += fmt::format("{}{:<30} {}\n", indent, amount, stack_summary(held.stack));
   }
   if (total_groups > shown) {
@@ -135,9 +135,10 @@ void append_growth(std::string& out, const Report& report, const RenderOptions& 
     const bool rate_holds = finding.end_time_ns - finding.start_time_ns >= kMinGrowthSpanForRateNs;
     const uint64_t grown =
         finding.end_low_bytes > finding.start_low_bytes ? finding.end_low_bytes - finding.start_low_bytes : 0;
-    const std::string how = rate_holds ? fmt::format("grows steadily at {}/s", format_bytes(static_cast<uint64_t>(
-                                                                                  std::max(0.0, finding.rate_bytes_per_s))))
-                                       : fmt::format("grew steadily by {}", format_bytes(grown));
+    const std::string how =
+        rate_holds ? fmt::format("grows steadily at {}/s",
+                                 format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s))))
+                   : fmt::format("grew steadily by {}", format_bytes(grown));
     out += fmt::format("  {} {}: low watermark {} at {} -> {} at {}", device_name(finding.device), how,
                        format_bytes(finding.start_low_bytes), format_duration(finding.start_time_ns),
                        format_bytes(finding.end_low_bytes), format_duration(finding.end_time_ns));

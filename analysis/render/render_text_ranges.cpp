@@ -6,8 +6,8 @@
 
 #include "analysis/format.h"
 #include "analysis/model/ranges.h"
-#include "analysis/render/render_text_parts.h"
 #include "analysis/read/trace_tables.h"
+#include "analysis/render/render_text_parts.h"
 
 namespace gmt::analysis {
 namespace {
@@ -32,8 +32,8 @@ void append_range_growth(std::string& out, const RangeReport& ranges, const Rend
     out += fmt::format("  '{}' grows by {} per repetition over {} repetitions: {} -> {} live at their ends "
                        "(rose in {} of {} steps; the first repetition is the warm-up)\n",
                        range_label(range.domain, range.name),
-                       format_bytes(static_cast<uint64_t>(std::max(0.0, range.bytes_per_iteration))),
-                       range.iterations, format_bytes(first), format_bytes(last), range.rising_steps, range.steps);
+                       format_bytes(static_cast<uint64_t>(std::max(0.0, range.bytes_per_iteration))), range.iterations,
+                       format_bytes(first), format_bytes(last), range.rising_steps, range.steps);
     const size_t shown = std::min({range.stacks.size(), options.top, kTextStacksPerMoment});
     if (shown > 0) out += "    growing call stacks, largest growth first:\n";
     for (size_t i = 0; i < shown; ++i) {
@@ -77,8 +77,8 @@ void append_ranges(std::string& out, const Report& report, const RenderOptions& 
   }
   out += fmt::format("  {} range occurrences; each allocation counts in the innermost range open on its thread\n",
                      ranges.range_count);
-  out += fmt::format("  {:<32} {:>6}  {:<22} {:<22} {:<22} {}\n", "range", "reps", "allocated", "freed",
-                     "live at end", "peak inside");
+  out += fmt::format("  {:<32} {:>6}  {:<22} {:<22} {:<22} {}\n", "range", "reps", "allocated", "freed", "live at end",
+                     "peak inside");
   const size_t named = ranges.by_name.size() - 1;  // the last is `none`
   const size_t shown = std::min(named, options.top);
   auto row = [&out](const RangeStats& range, const std::string& label) {
@@ -89,7 +89,8 @@ void append_ranges(std::string& out, const Report& report, const RenderOptions& 
                        count_and_bytes(range.live_allocations, range.live_bytes),
                        range.none ? std::string("-") : format_bytes(range.peak_live_bytes));
   };
-  for (size_t i = 0; i < shown; ++i) row(ranges.by_name[i], range_label(ranges.by_name[i].domain, ranges.by_name[i].name));
+  for (size_t i = 0; i < shown; ++i)
+    row(ranges.by_name[i], range_label(ranges.by_name[i].domain, ranges.by_name[i].name));
   if (shown < named) out += fmt::format("  ... {} more range names (--top, or --format json)\n", named - shown);
   row(ranges.by_name.back(), "(outside every range)");
   append_range_growth(out, ranges, options);

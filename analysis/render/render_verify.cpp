@@ -3,9 +3,9 @@
 #include <fmt/core.h>
 
 #include "analysis/format.h"
+#include "analysis/model/verify.h"
 #include "analysis/render/render_json_parts.h"
 #include "analysis/render/render_text_parts.h"
-#include "analysis/model/verify.h"
 
 namespace gmt::analysis {
 namespace {
@@ -19,11 +19,19 @@ std::string counted_kind(EventKind kind, uint64_t count) {
   const char* singular = nullptr;
   const char* plural = nullptr;
   switch (kind) {
-    case EventKind::Alloc: singular = "allocation"; plural = "allocations"; break;
-    case EventKind::Free: singular = "free"; plural = "frees"; break;
-    case EventKind::AllocFailed: singular = "failed allocation"; plural = "failed allocations"; break;
-    default:
-      return fmt::format("{} {} {}", count, schema::to_string(kind), events_word(count));
+    case EventKind::Alloc:
+      singular = "allocation";
+      plural = "allocations";
+      break;
+    case EventKind::Free:
+      singular = "free";
+      plural = "frees";
+      break;
+    case EventKind::AllocFailed:
+      singular = "failed allocation";
+      plural = "failed allocations";
+      break;
+    default: return fmt::format("{} {} {}", count, schema::to_string(kind), events_word(count));
   }
   return fmt::format("{} {}", count, count == 1 ? singular : plural);
 }
@@ -57,10 +65,9 @@ void append_cross_check(std::string& out, const Report& report, const RenderOpti
                        events_word(check.disagreements()));
     out += fmt::format("  {} counted, {} recorded every event too: {} matched one to one; only {} saw {}, only {} "
                        "saw {}\n",
-                       counting, checking, check.matched, counting, check.only_counting, checking,
-                       check.only_checking);
-    out += fmt::format("  The figures below come from {}: what only {} saw is missing from them.\n", counting,
-                       checking);
+                       counting, checking, check.matched, counting, check.only_counting, checking, check.only_checking);
+    out +=
+        fmt::format("  The figures below come from {}: what only {} saw is missing from them.\n", counting, checking);
   }
   if (check.named_differently > 0) {
     out += fmt::format("  {} matched {} named differently (a runtime call only one backend could name)\n",
@@ -73,12 +80,11 @@ void append_cross_check(std::string& out, const Report& report, const RenderOpti
   const size_t shown = std::min(options.top, check.groups.size());
   for (size_t i = 0; i < shown; ++i) {
     const Disagreement& group = check.groups[i];
-    out += fmt::format("\n  only {} saw: {} ({}, {}){}, first at {} (event{} {})\n",
-                       group.seen_by_counting ? counting : checking, counted_kind(group.kind, group.count),
-                       schema::to_string(group.api), schema::to_string(group.memory_kind),
-                       group.bytes > 0 ? ", " + format_bytes_exact(group.bytes) : std::string(),
-                       format_duration(group.first_time_ns), group.count == 1 ? "" : "s",
-                       id_list(group.event_ids, group.count));
+    out += fmt::format(
+        "\n  only {} saw: {} ({}, {}){}, first at {} (event{} {})\n", group.seen_by_counting ? counting : checking,
+        counted_kind(group.kind, group.count), schema::to_string(group.api), schema::to_string(group.memory_kind),
+        group.bytes > 0 ? ", " + format_bytes_exact(group.bytes) : std::string(), format_duration(group.first_time_ns),
+        group.count == 1 ? "" : "s", id_list(group.event_ids, group.count));
     append_call_stack(out, group.stack, options);
   }
   if (shown < check.groups.size()) {

@@ -19,9 +19,7 @@ namespace reasons = schema::backend_reasons;
 const char* const kHeld = "CUPTI is held by another tool (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)";
 
 HooksReach bound() { return {true, ""}; }
-HooksReach not_preloaded() {
-  return judge_hooks_reach({false, false, "/usr/lib/x86_64-linux-gnu/libc.so.6"});
-}
+HooksReach not_preloaded() { return judge_hooks_reach({false, false, "/usr/lib/x86_64-linux-gnu/libc.so.6"}); }
 
 // A CUPTI that starts or is held by another tool, and counts how often it was asked.
 struct FakeCupti {

@@ -206,11 +206,14 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   });
 }
 
+// GMT_TRACED's lambda reads as a statement to clang-format, which would join it into a line over 120 columns.
+// clang-format off
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   return GMT_TRACED(cuMemAllocManaged, dptr, bytesize, flags) {
     return allocate(current_device(), bytesize, 0, dptr);
   });
 }
+// clang-format on
 
 CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
   return GMT_TRACED(cuMemAllocHost_v2, pp, bytesize) { return host_allocate(bytesize, pp); });

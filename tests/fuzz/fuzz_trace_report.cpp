@@ -12,8 +12,8 @@
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
-#include "analysis/render/render.h"
 #include "analysis/read/trace_file.h"
+#include "analysis/render/render.h"
 
 namespace {
 

@@ -15,20 +15,30 @@
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
-#include "analysis/render/render.h"
 #include "analysis/read/trace_file.h"
+#include "analysis/render/render.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
 
 namespace {
 
-const char* const kMetaKeys[] = {
-    gmt::schema::meta::kPid,          gmt::schema::meta::kParentPid,       gmt::schema::meta::kCommandLine,
-    gmt::schema::meta::kHostname,     gmt::schema::meta::kStartUnixNs,     gmt::schema::meta::kStartMonotonicNs,
-    gmt::schema::meta::kEndMonotonicNs, gmt::schema::meta::kComplete,      gmt::schema::meta::kSimulated,
-    gmt::schema::meta::kBackend,      gmt::schema::meta::kBackendNote,     gmt::schema::meta::kToolVersion,
-    gmt::schema::meta::kDroppedEvents, gmt::schema::meta::kSymbolized,   gmt::schema::meta::kBackendReason,
-    gmt::schema::meta::kVerifyBackend, gmt::schema::meta::kVerifyUnavailable};
+const char* const kMetaKeys[] = {gmt::schema::meta::kPid,
+                                 gmt::schema::meta::kParentPid,
+                                 gmt::schema::meta::kCommandLine,
+                                 gmt::schema::meta::kHostname,
+                                 gmt::schema::meta::kStartUnixNs,
+                                 gmt::schema::meta::kStartMonotonicNs,
+                                 gmt::schema::meta::kEndMonotonicNs,
+                                 gmt::schema::meta::kComplete,
+                                 gmt::schema::meta::kSimulated,
+                                 gmt::schema::meta::kBackend,
+                                 gmt::schema::meta::kBackendNote,
+                                 gmt::schema::meta::kToolVersion,
+                                 gmt::schema::meta::kDroppedEvents,
+                                 gmt::schema::meta::kSymbolized,
+                                 gmt::schema::meta::kBackendReason,
+                                 gmt::schema::meta::kVerifyBackend,
+                                 gmt::schema::meta::kVerifyUnavailable};
 
 // Values the backend keys really take, so that run --verify's cross-check (analysis/model/verify.cpp) runs on damaged
 // events: a random text would almost never name a backend.
@@ -66,7 +76,9 @@ void bind_value(FuzzedDataProvider& in, sqlite3_stmt* stmt, int index) {
   }
 }
 
-bool exec(sqlite3* db, const std::string& sql) { return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK; }
+bool exec(sqlite3* db, const std::string& sql) {
+  return sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK;
+}
 
 std::string quoted(const std::string& name) {
   std::string out = "\"";
@@ -79,7 +91,8 @@ void fill_table(FuzzedDataProvider& in, sqlite3* db, const std::string& table) {
   sqlite3_stmt* info = nullptr;
   std::string pragma = "PRAGMA table_info(" + quoted(table) + ")";
   if (sqlite3_prepare_v2(db, pragma.c_str(), -1, &info, nullptr) != SQLITE_OK) return;
-  while (sqlite3_step(info) == SQLITE_ROW) columns.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(info, 1)));
+  while (sqlite3_step(info) == SQLITE_ROW)
+    columns.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(info, 1)));
   sqlite3_finalize(info);
   if (columns.empty()) return;
   std::string sql = "INSERT OR IGNORE INTO " + quoted(table) + "(";
@@ -133,7 +146,8 @@ bool build_trace(FuzzedDataProvider& in, const std::string& path) {
   std::vector<std::string> tables;
   sqlite3_stmt* list = nullptr;
   sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", -1, &list, nullptr);
-  while (sqlite3_step(list) == SQLITE_ROW) tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(list, 0)));
+  while (sqlite3_step(list) == SQLITE_ROW)
+    tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(list, 0)));
   sqlite3_finalize(list);
   exec(db, "BEGIN");
   for (const auto& table : tables) {

@@ -92,18 +92,15 @@ std::string domain_name(nvtxDomainHandle_t domain) {
 std::string message(const nvtxEventAttributes_t* a) {
   if (!a) return "(null)";
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII:
-      return a->message.ascii ? a->message.ascii : "(null)";
-    case NVTX_MESSAGE_TYPE_UNICODE:
-      return a->message.unicode ? utf8(a->message.unicode) : "(null)";
+    case NVTX_MESSAGE_TYPE_ASCII: return a->message.ascii ? a->message.ascii : "(null)";
+    case NVTX_MESSAGE_TYPE_UNICODE: return a->message.unicode ? utf8(a->message.unicode) : "(null)";
     case NVTX_MESSAGE_TYPE_REGISTERED: {
       if (!a->message.registered) return "(null)";
       std::lock_guard lock(g_mutex);
       auto it = g_strings->find(a->message.registered);
       return it == g_strings->end() ? "BAD_STRING" : "(registered:" + it->second + ")";
     }
-    default:
-      return "(null)";
+    default: return "(null)";
   }
 }
 

@@ -1,7 +1,7 @@
 // Random damage to a real trace, in process (test_damaged_traces.py gives it a trace that `run --simulate` wrote):
 // COUNT copies of the trace, each truncated at a random length or with a random run of bytes overwritten, go
-// through what `report` does (analysis/read/salvage.h's analyze_trace_file, then the text and JSON renderers). Each must
-// end in one of:
+// through what `report` does (analysis/read/salvage.h's analyze_trace_file, then the text and JSON renderers). Each
+// must end in one of:
 //   - a TraceError naming the file (the CLI prints it and exits 2);
 //   - a salvaged report, marked incomplete (never a complete trace's verdict);
 //   - for an overwrite that changed nothing SQLite checks (free space, a value inside a row), a report that still
@@ -19,9 +19,9 @@
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
-#include "analysis/render/render.h"
 #include "analysis/read/salvage.h"
 #include "analysis/read/trace_file.h"
+#include "analysis/render/render.h"
 
 namespace {
 

@@ -10,24 +10,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace {
 
-#define CHECK(call)                                                                               \
-  do {                                                                                            \
-    cudaError_t err = (call);                                                                     \
-    if (err != cudaSuccess) {                                                                     \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    cudaError_t err = (call);                                                                      \
+    if (err != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err)); \
-      std::_Exit(1);                                                                              \
-    }                                                                                             \
+      std::_Exit(1);                                                                               \
+    }                                                                                              \
   } while (0)
 
 // The simulated runtime, like any library without fork handlers, must not be forked while another thread is
@@ -92,7 +92,6 @@ int main(int argc, char** argv) {
   allocator.join();
   std::sort(fork_us.begin(), fork_us.end());
   std::printf("forks=%d median_fork_us=%ld max_fork_us=%ld failed_children=%d\n", forks,
-              fork_us.empty() ? 0 : fork_us[fork_us.size() / 2], fork_us.empty() ? 0 : fork_us.back(),
-              failed_children);
+              fork_us.empty() ? 0 : fork_us[fork_us.size() / 2], fork_us.empty() ? 0 : fork_us.back(), failed_children);
   return failed_children == 0 ? 0 : 1;
 }

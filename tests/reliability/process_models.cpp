@@ -23,13 +23,13 @@ extern char** environ;
 
 namespace {
 
-#define CHECK(call)                                                                               \
-  do {                                                                                            \
-    cudaError_t err = (call);                                                                     \
-    if (err != cudaSuccess) {                                                                     \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    cudaError_t err = (call);                                                                      \
+    if (err != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err)); \
-      std::_Exit(1);                                                                              \
-    }                                                                                             \
+      std::_Exit(1);                                                                               \
+    }                                                                                              \
   } while (0)
 
 // Leaks `bytes` in one allocation after a few allocate/free pairs; returns the line the process prints.
@@ -142,8 +142,8 @@ int run_thread_churn() {
   }
   stop = true;
   steady.join();
-  std::printf("thread-churn threads=%d leaked_bytes=%zu leaked_allocations=%d\n", kRounds * kThreads,
-              leaked.load(), kRounds * kThreads);
+  std::printf("thread-churn threads=%d leaked_bytes=%zu leaked_allocations=%d\n", kRounds * kThreads, leaked.load(),
+              kRounds * kThreads);
   return 0;
 }
 

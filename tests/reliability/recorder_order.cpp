@@ -178,8 +178,9 @@ int run_churn(const std::string& path, int threads) {
   gmt::recorder::finish(/*close=*/true);
   expect_eq("allocations", query_int(path, "SELECT count(*) FROM events WHERE kind = 1"), int64_t{threads} * kPairs);
   expect_eq("frees", query_int(path, "SELECT count(*) FROM events WHERE kind = 2"), int64_t{threads} * (kPairs - 1));
-  expect_eq("live at the end", query_int(path, "SELECT count(*) FROM events a WHERE kind = 1 AND NOT EXISTS "
-                                               "(SELECT 1 FROM events f WHERE f.kind = 2 AND f.address = a.address)"),
+  expect_eq("live at the end",
+            query_int(path, "SELECT count(*) FROM events a WHERE kind = 1 AND NOT EXISTS "
+                            "(SELECT 1 FROM events f WHERE f.kind = 2 AND f.address = a.address)"),
             threads);
   expect_eq("times going back", query_int(path, kTimesGoingBack), 0);
   std::printf("churn: threads=%d, buffers in use before the drain %zu; failures=%d\n", threads, in_use_before_drain,
@@ -195,9 +196,7 @@ int run_claims(const std::string& path) {
   auto record_on = [](int16_t device, uint64_t address) {
     record_one(EventKind::Alloc, address, 256, /*take_stack=*/false, /*time_ns=*/0, device);
   };
-  auto claimed = [] {
-    return static_cast<int64_t>(gmt::recorder::detail::g_recorder->devices_claimed.load());
-  };
+  auto claimed = [] { return static_cast<int64_t>(gmt::recorder::detail::g_recorder->devices_claimed.load()); };
   record_on(0, 0x1000);
   expect_eq("claimed after device 0", claimed(), 0b1);
   record_on(1, 0x2000);  // the same thread, another device

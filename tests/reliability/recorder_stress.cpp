@@ -15,13 +15,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <ctime>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,17 +83,18 @@ int run_threads(const std::string& path, int threads, int pairs) {
   expect_eq("free events", query_int(path, "SELECT count(*) FROM events WHERE kind = 2"), frees);
   expect_eq("allocated bytes", query_int(path, "SELECT sum(size) FROM events WHERE kind = 1"),
             bytes_per_thread * threads);
-  expect_eq("distinct allocated addresses", query_int(path, "SELECT count(DISTINCT address) FROM events WHERE kind = 1"),
-            allocs);
+  expect_eq("distinct allocated addresses",
+            query_int(path, "SELECT count(DISTINCT address) FROM events WHERE kind = 1"), allocs);
   expect_eq("live bytes at the end",
             query_int(path, "SELECT (SELECT sum(size) FROM events WHERE kind = 1) - "
                             "(SELECT coalesce(sum(a.size), 0) FROM events a WHERE a.kind = 1 AND a.address IN "
                             "(SELECT address FROM events WHERE kind = 2))"),
             kept_bytes_per_thread * threads);
   expect_eq("threads seen", query_int(path, "SELECT count(DISTINCT thread_id) FROM events"), threads);
-  expect_eq("events with a stack that does not exist",
-            query_int(path, "SELECT count(*) FROM events WHERE stack_id != 0 AND stack_id NOT IN (SELECT id FROM stacks)"),
-            0);
+  expect_eq(
+      "events with a stack that does not exist",
+      query_int(path, "SELECT count(*) FROM events WHERE stack_id != 0 AND stack_id NOT IN (SELECT id FROM stacks)"),
+      0);
   expect_eq("complete", query_int(path, "SELECT value FROM meta WHERE key = 'complete'"), 1);
   std::printf("threads=%d pairs=%d flushes_served=%d failures=%d\n", threads, pairs, flushes.load(), g_failures);
   return g_failures == 0 ? 0 : 1;
@@ -148,7 +149,8 @@ int run_fork_flood(const std::string& path) {
     auto before = std::chrono::steady_clock::now();
     pid_t pid = fork();
     if (pid == 0) _exit(0);
-    fork_ms.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - before).count());
+    fork_ms.push_back(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - before).count());
     int status = 0;
     waitpid(pid, &status, 0);
     expect_eq("child exit status", WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
@@ -180,7 +182,9 @@ int run_never_wait(const std::string& path, int flooders, int slow_events) {
   std::atomic<bool> stop{false};
   std::atomic<int> finished{0};
   std::vector<std::atomic<int64_t>> made(static_cast<size_t>(threads));
-  auto address_of = [](int t, int64_t i) { return (static_cast<uint64_t>(t + 1) << 40) + static_cast<uint64_t>(i) * 512; };
+  auto address_of = [](int t, int64_t i) {
+    return (static_cast<uint64_t>(t + 1) << 40) + static_cast<uint64_t>(i) * 512;
+  };
   for (int t = 0; t < threads; ++t) {
     std::thread([t, flooders, slow_events, &stop, &finished, &made, address_of] {
       gmt::recorder::NeverWaitScope never_wait;
@@ -206,8 +210,9 @@ int run_never_wait(const std::string& path, int flooders, int slow_events) {
   int64_t made_total = 0;
   for (int t = 0; t < threads; ++t) {
     made_total += made[static_cast<size_t>(t)];
-    const std::string beyond = "SELECT count(*) FROM events WHERE kind = 1 AND address >> 40 = " + std::to_string(t + 1) +
-                               " AND (address & 1099511627775) / 512 >= " + std::to_string(made[static_cast<size_t>(t)]);
+    const std::string beyond =
+        "SELECT count(*) FROM events WHERE kind = 1 AND address >> 40 = " + std::to_string(t + 1) +
+        " AND (address & 1099511627775) / 512 >= " + std::to_string(made[static_cast<size_t>(t)]);
     expect_eq("events beyond those a thread made", query_int(path, beyond.c_str()), 0);
   }
   const int64_t written = query_int(path, "SELECT count(*) FROM events WHERE kind = 1");
@@ -233,7 +238,8 @@ int run_never_wait(const std::string& path, int flooders, int slow_events) {
             0);
   if (dropped <= 0) expect_eq("events dropped (the writer kept up: the drop path was not exercised)", dropped, 1);
   std::printf("never-wait: %d flooding threads and one slow one, %lld events made, %lld written, %lld dropped; "
-              "failures=%d\n", flooders, static_cast<long long>(made_total), static_cast<long long>(written),
+              "failures=%d\n",
+              flooders, static_cast<long long>(made_total), static_cast<long long>(written),
               static_cast<long long>(dropped), g_failures);
   return g_failures == 0 ? 0 : 1;
 }

@@ -15,13 +15,13 @@
 
 namespace {
 
-#define CHECK(call)                                                                               \
-  do {                                                                                            \
-    cudaError_t err = (call);                                                                     \
-    if (err != cudaSuccess) {                                                                     \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    cudaError_t err = (call);                                                                      \
+    if (err != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err)); \
-      std::_Exit(1);                                                                              \
-    }                                                                                             \
+      std::_Exit(1);                                                                               \
+    }                                                                                              \
   } while (0)
 
 __attribute__((noinline)) void* leak_device_buffer(size_t bytes) {

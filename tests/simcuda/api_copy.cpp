@@ -127,8 +127,8 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
   return finish(copy_2d(dst, dpitch, src, spitch, width, height, kind));
 }
 
-cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                              size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t stream) {
   if (const cudaError_t e = check_stream(stream); e != cudaSuccess) return finish(e);
   return finish(copy_2d(dst, dpitch, src, spitch, width, height, kind));
 }
@@ -154,8 +154,7 @@ cudaError_t cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width, si
   return finish(fill_2d(devPtr, pitch, value, width, height));
 }
 
-cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height,
-                              cudaStream_t stream) {
+cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
   if (const cudaError_t e = check_stream(stream); e != cudaSuccess) return finish(e);
   return finish(fill_2d(devPtr, pitch, value, width, height));
 }
@@ -203,15 +202,14 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   return cudaSuccess;
 }
 
-cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, cudaMemLocation /*location*/,
-                                 unsigned int /*flags*/, cudaStream_t stream) {
+cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, cudaMemLocation /*location*/, unsigned int /*flags*/,
+                                 cudaStream_t stream) {
   if (const cudaError_t e = check_stream(stream); e != cudaSuccess) return finish(e);
   // Nothing migrates: all simulated memory is equally close to everyone.
   return finish(check_side(devPtr, count, true));
 }
 
-cudaError_t cudaMemAdvise(const void* devPtr, size_t count, cudaMemoryAdvise /*advice*/,
-                          cudaMemLocation /*location*/) {
+cudaError_t cudaMemAdvise(const void* devPtr, size_t count, cudaMemoryAdvise /*advice*/, cudaMemLocation /*location*/) {
   return finish(check_side(devPtr, count, true));
 }
 
@@ -223,20 +221,17 @@ GMT_SIM_TWIN(cudaMemcpy2D_ptds, cudaMemcpy2D,
              (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
               cudaMemcpyKind kind));
 GMT_SIM_TWIN(cudaMemset_ptds, cudaMemset, (void* devPtr, int value, size_t count));
-GMT_SIM_TWIN(cudaMemset2D_ptds, cudaMemset2D,
-             (void* devPtr, size_t pitch, int value, size_t width, size_t height));
+GMT_SIM_TWIN(cudaMemset2D_ptds, cudaMemset2D, (void* devPtr, size_t pitch, int value, size_t width, size_t height));
 GMT_SIM_TWIN(cudaMemset3D_ptds, cudaMemset3D, (cudaPitchedPtr pitchedDevPtr, int value, cudaExtent extent));
 GMT_SIM_TWIN(cudaMemcpyAsync_ptsz, cudaMemcpyAsync,
              (void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream));
 GMT_SIM_TWIN(cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync,
              (void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
               cudaMemcpyKind kind, cudaStream_t stream));
-GMT_SIM_TWIN(cudaMemsetAsync_ptsz, cudaMemsetAsync,
-             (void* devPtr, int value, size_t count, cudaStream_t stream));
+GMT_SIM_TWIN(cudaMemsetAsync_ptsz, cudaMemsetAsync, (void* devPtr, int value, size_t count, cudaStream_t stream));
 GMT_SIM_TWIN(cudaMemset2DAsync_ptsz, cudaMemset2DAsync,
              (void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream));
 GMT_SIM_TWIN(cudaMemset3DAsync_ptsz, cudaMemset3DAsync,
              (cudaPitchedPtr pitchedDevPtr, int value, cudaExtent extent, cudaStream_t stream));
 GMT_SIM_TWIN(cudaMemPrefetchAsync_ptsz, cudaMemPrefetchAsync,
-             (const void* devPtr, size_t count, cudaMemLocation location, unsigned int flags,
-              cudaStream_t stream));
+             (const void* devPtr, size_t count, cudaMemLocation location, unsigned int flags, cudaStream_t stream));

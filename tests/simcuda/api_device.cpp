@@ -281,9 +281,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
   return cudaSuccess;  // one address space: peers can always see each other
 }
 
-cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
-  return finish(Runtime::get().check_device(peerDevice));
-}
+cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) { return finish(Runtime::get().check_device(peerDevice)); }
 
 cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache /*cacheConfig*/) {
   return finish(Runtime::get().check_device(gmt::sim::current_device()));  // a hint; nothing to tune

@@ -18,6 +18,7 @@ struct ErrorText {
 
 constexpr char kUnrecognized[] = "unrecognized error code";
 
+// One entry per line, the strings unbroken, so that the table reads against the real runtime's.
 // clang-format off
 constexpr ErrorText kErrors[] = {
     {0, "cudaSuccess", "no error"},

@@ -35,8 +35,8 @@ cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sh
 cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun);
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                cudaStream_t stream);
-cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args,
-                                    size_t sharedMem, cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                    cudaStream_t stream);
 }
 
 using gmt::sim::finish;
@@ -69,9 +69,7 @@ bool is_registered(const void* host_fun) {
   return rt.kernels.contains(host_fun);
 }
 
-bool fits(dim3 d, dim3 max) {
-  return d.x >= 1 && d.y >= 1 && d.z >= 1 && d.x <= max.x && d.y <= max.y && d.z <= max.z;
-}
+bool fits(dim3 d, dim3 max) { return d.x >= 1 && d.y >= 1 && d.z >= 1 && d.x <= max.x && d.y <= max.y && d.z <= max.z; }
 
 // Everything a launch is checked for; success means the kernel "ran" (it did nothing).
 cudaError_t launch(const void* host_fun, dim3 grid, dim3 block, std::size_t shared_mem, cudaStream_t stream) {
@@ -96,8 +94,8 @@ cudaError_t find_symbol(const void* symbol, gmt::sim::Symbol* out) {
   return cudaSuccess;
 }
 
-cudaError_t copy_symbol(const void* symbol, std::size_t count, std::size_t offset, cudaMemcpyKind kind,
-                        bool to_symbol, void* other) {
+cudaError_t copy_symbol(const void* symbol, std::size_t count, std::size_t offset, cudaMemcpyKind kind, bool to_symbol,
+                        void* other) {
   const bool kind_ok = to_symbol ? (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice)
                                  : (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice);
   if (!kind_ok && kind != cudaMemcpyDefault) return cudaErrorInvalidMemcpyDirection;
@@ -160,9 +158,9 @@ void __cudaUnregisterFatBinary(void** fatCubinHandle) {
   delete fatCubinHandle;
 }
 
-void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* /*deviceFun*/,
-                            const char* deviceName, int /*thread_limit*/, uint3* /*tid*/, uint3* /*bid*/,
-                            dim3* /*bDim*/, dim3* /*gDim*/, int* /*wSize*/) {
+void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* /*deviceFun*/, const char* deviceName,
+                            int /*thread_limit*/, uint3* /*tid*/, uint3* /*bid*/, dim3* /*bDim*/, dim3* /*gDim*/,
+                            int* /*wSize*/) {
   Runtime& rt = Runtime::get();
   std::lock_guard lock(rt.objects_mutex);
   rt.kernels[hostFun] = gmt::sim::Kernel{deviceName, fatCubinHandle};
@@ -228,8 +226,8 @@ cudaError_t cudaGetKernel(cudaKernel_t* kernelPtr, const void* entryFuncAddr) {
   return cudaSuccess;
 }
 
-cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** /*args*/,
-                               size_t sharedMem, cudaStream_t stream) {
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** /*args*/, size_t sharedMem,
+                               cudaStream_t stream) {
   return finish(launch(kernel, gridDim, blockDim, sharedMem, stream));
 }
 
@@ -310,8 +308,7 @@ cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
-                               cudaMemcpyKind kind) {
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset, cudaMemcpyKind kind) {
   return finish(copy_symbol(symbol, count, offset, kind, true, const_cast<void*>(src)));
 }
 
@@ -325,8 +322,8 @@ cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t 
   return finish(copy_symbol(symbol, count, offset, kind, true, const_cast<void*>(src)));
 }
 
-cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
-                                      cudaMemcpyKind kind, cudaStream_t stream) {
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind,
+                                      cudaStream_t stream) {
   if (const cudaError_t e = check_stream(stream); e != cudaSuccess) return finish(e);
   return finish(copy_symbol(symbol, count, offset, kind, false, dst));
 }
@@ -335,14 +332,11 @@ cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t coun
 
 // Per-thread-default-stream twins (see GMT_SIM_TWIN).
 GMT_SIM_TWIN(__cudaLaunchKernel_ptsz, __cudaLaunchKernel,
-             (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
-              cudaStream_t stream));
+             (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream));
 GMT_SIM_TWIN(cudaLaunchKernel_ptsz, cudaLaunchKernel,
-             (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
-              cudaStream_t stream));
+             (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream));
 GMT_SIM_TWIN(cudaLaunchCooperativeKernel_ptsz, cudaLaunchCooperativeKernel,
-             (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
-              cudaStream_t stream));
+             (const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem, cudaStream_t stream));
 GMT_SIM_TWIN(cudaLaunchKernelExC_ptsz, cudaLaunchKernelExC,
              (const cudaLaunchConfig_t* config, const void* func, void** args));
 GMT_SIM_TWIN(cudaMemcpyToSymbol_ptds, cudaMemcpyToSymbol,
@@ -353,5 +347,4 @@ GMT_SIM_TWIN(cudaMemcpyToSymbolAsync_ptsz, cudaMemcpyToSymbolAsync,
              (const void* symbol, const void* src, size_t count, size_t offset, cudaMemcpyKind kind,
               cudaStream_t stream));
 GMT_SIM_TWIN(cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync,
-             (void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind,
-              cudaStream_t stream));
+             (void* dst, const void* symbol, size_t count, size_t offset, cudaMemcpyKind kind, cudaStream_t stream));

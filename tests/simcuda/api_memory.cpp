@@ -27,8 +27,7 @@ cudaError_t allocate_on(int device, void** out, std::size_t bytes, MemoryKind ki
     *out = nullptr;
     return cudaSuccess;
   }
-  const cudaError_t e =
-      rt.allocate(device, bytes, gmt::sim::make_tag(kind, pool != nullptr ? pool->id : 0), out);
+  const cudaError_t e = rt.allocate(device, bytes, gmt::sim::make_tag(kind, pool != nullptr ? pool->id : 0), out);
   if (e == cudaSuccess && pool != nullptr) gmt::sim::pool_account_alloc(pool, *Heap::round_up(bytes));
   return e;
 }

@@ -251,8 +251,7 @@ GMT_SIM_TWIN(cudaStreamIsCapturing_ptsz, cudaStreamIsCapturing,
              (cudaStream_t stream, cudaStreamCaptureStatus* pCaptureStatus));
 GMT_SIM_TWIN(cudaStreamAttachMemAsync_ptsz, cudaStreamAttachMemAsync,
              (cudaStream_t stream, void* devPtr, size_t length, unsigned int flags));
-GMT_SIM_TWIN(cudaLaunchHostFunc_ptsz, cudaLaunchHostFunc,
-             (cudaStream_t stream, cudaHostFn_t fn, void* userData));
+GMT_SIM_TWIN(cudaLaunchHostFunc_ptsz, cudaLaunchHostFunc, (cudaStream_t stream, cudaHostFn_t fn, void* userData));
 GMT_SIM_TWIN(cudaStreamAddCallback_ptsz, cudaStreamAddCallback,
              (cudaStream_t stream, cudaStreamCallback_t callback, void* userData, unsigned int flags));
 GMT_SIM_TWIN(cudaEventRecord_ptsz, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream));

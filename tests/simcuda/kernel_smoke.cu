@@ -16,14 +16,14 @@ __global__ void scale(float* data, int n) {
   if (i < n) data[i] *= static_cast<float>(g_scale);
 }
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    const cudaError_t check_result_ = (call);                                            \
-    if (check_result_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,    \
-                   cudaGetErrorName(check_result_), cudaGetErrorString(check_result_));  \
-      return 1;                                                                          \
-    }                                                                                    \
+#define CHECK(call)                                                                                                   \
+  do {                                                                                                                \
+    const cudaError_t check_result_ = (call);                                                                         \
+    if (check_result_ != cudaSuccess) {                                                                               \
+      std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, cudaGetErrorName(check_result_), \
+                   cudaGetErrorString(check_result_));                                                                \
+      return 1;                                                                                                       \
+    }                                                                                                                 \
   } while (0)
 
 int main() {

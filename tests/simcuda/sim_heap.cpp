@@ -6,8 +6,7 @@
 
 namespace gmt::sim {
 
-Heap::Heap(std::uintptr_t base, std::size_t capacity)
-    : base_(base), capacity_(capacity - capacity % kGranularity) {
+Heap::Heap(std::uintptr_t base, std::size_t capacity) : base_(base), capacity_(capacity - capacity % kGranularity) {
   clear();
 }
 

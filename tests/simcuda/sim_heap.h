@@ -15,7 +15,7 @@
 namespace gmt::sim {
 
 class Heap {
-public:
+ public:
   // Real CUDA hands out device memory in 512-byte aligned chunks (cudaMalloc guarantees at least
   // 256-byte alignment; small allocations are 512-byte spaced in practice). Using the same grain
   // keeps free-memory arithmetic and fragmentation patterns close to a real GPU.
@@ -50,9 +50,7 @@ public:
   // Forgets every allocation: the whole range becomes one free block again.
   void clear();
 
-  bool in_range(std::uintptr_t address) const {
-    return address >= base_ && address - base_ < capacity_;
-  }
+  bool in_range(std::uintptr_t address) const { return address >= base_ && address - base_ < capacity_; }
   std::uintptr_t base() const { return base_; }
   std::size_t capacity() const { return capacity_; }
   std::size_t used() const { return used_; }  // sum of reserved (rounded) sizes
@@ -61,7 +59,7 @@ public:
   std::size_t free_block_count() const { return free_blocks_.size(); }
   std::size_t allocation_count() const { return live_.size(); }
 
-private:
+ private:
   std::uintptr_t base_ = 0;
   std::size_t capacity_ = 0;
   std::size_t used_ = 0;

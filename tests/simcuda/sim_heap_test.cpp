@@ -61,7 +61,7 @@ TEST(SimHeap, FailsWhenNoSingleBlockFitsEvenIfTheFreeTotalWould) {
   Heap heap(kBase, 8 * kKiB);
   std::vector<std::uintptr_t> blocks;
   for (int i = 0; i < 8; ++i) blocks.push_back(*heap.allocate(kKiB));
-  EXPECT_FALSE(heap.allocate(1).has_value());  // full
+  EXPECT_FALSE(heap.allocate(1).has_value());                                        // full
   for (int i = 0; i < 8; i += 2) heap.release(blocks[static_cast<std::size_t>(i)]);  // every other one
   EXPECT_EQ(heap.free_bytes(), 4 * kKiB);
   EXPECT_EQ(heap.largest_free_block(), kKiB);

@@ -39,14 +39,14 @@ double* g_managed_var = nullptr;
 const void* stub(void (*fn)()) { return reinterpret_cast<const void*>(fn); }
 
 class SimKernels : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     module_ = __cudaRegisterFatBinary(const_cast<unsigned char*>(g_fatbin));
     ASSERT_NE(module_, nullptr);
     __cudaRegisterFunction(module_, static_cast<const char*>(stub(kernel_stub)), const_cast<char*>("_Z6kernelv"),
                            "_Z6kernelv", -1, nullptr, nullptr, nullptr, nullptr, nullptr);
-    __cudaRegisterVar(module_, reinterpret_cast<char*>(g_device_var), const_cast<char*>("g_device_var"),
-                      "g_device_var", 0, sizeof g_device_var, 0, 0);
+    __cudaRegisterVar(module_, reinterpret_cast<char*>(g_device_var), const_cast<char*>("g_device_var"), "g_device_var",
+                      0, sizeof g_device_var, 0, 0);
     __cudaRegisterManagedVar(module_, reinterpret_cast<void**>(&g_managed_var), const_cast<char*>("g_managed_var"),
                              "g_managed_var", 0, sizeof(double), 0, 0);
     __cudaRegisterFatBinaryEnd(module_);
@@ -136,8 +136,7 @@ TEST_F(SimKernels, DeviceVariablesLiveInTheirHostShadows) {
   EXPECT_EQ(__cudaInitModule(module_), 1);
   *g_managed_var = 2.5;
   double managed_back = 0;
-  ASSERT_EQ(cudaMemcpyFromSymbol(&managed_back, g_managed_var, sizeof(double), 0, cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyFromSymbol(&managed_back, g_managed_var, sizeof(double), 0, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(managed_back, 2.5);
   cudaGetLastError();
 }
@@ -145,8 +144,7 @@ TEST_F(SimKernels, DeviceVariablesLiveInTheirHostShadows) {
 TEST_F(SimKernels, UnregisteringTheModuleForgetsItsKernelsAndVariables) {
   __cudaUnregisterFatBinary(module_);
   module_ = nullptr;
-  EXPECT_EQ(cudaLaunchKernel(stub(kernel_stub), dim3(1), dim3(1), nullptr, 0, nullptr),
-            cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaLaunchKernel(stub(kernel_stub), dim3(1), dim3(1), nullptr, 0, nullptr), cudaErrorInvalidDeviceFunction);
   size_t size = 0;
   EXPECT_EQ(cudaGetSymbolSize(&size, g_device_var), cudaErrorInvalidSymbol);
   cudaGetLastError();

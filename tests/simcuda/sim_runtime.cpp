@@ -69,8 +69,7 @@ void announce() {
   std::call_once(once, [] {
     const char* quiet = std::getenv(gmt::schema::env::kSimQuiet);
     if (quiet != nullptr && std::strcmp(quiet, "1") == 0) return;
-    std::fputs("gpumemtrace: simulated CUDA runtime (no GPU): memory is simulated, kernels are not run\n",
-               stderr);
+    std::fputs("gpumemtrace: simulated CUDA runtime (no GPU): memory is simulated, kernels are not run\n", stderr);
   });
 }
 
@@ -138,11 +137,10 @@ void Runtime::map_arena(Device& device, std::size_t bytes) {
   bytes -= bytes % Heap::kGranularity;
   if (bytes == 0) return;  // a zero-capacity device: every allocation fails, which a test may want
   // NORESERVE: the capacity is address space only; pages become real when the program touches them.
-  void* arena = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+  void* arena = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (arena == MAP_FAILED) {
-    std::fprintf(stderr, "gpumemtrace: cannot reserve %zu bytes for simulated device %d: %s\n", bytes,
-                 device.ordinal, std::strerror(errno));
+    std::fprintf(stderr, "gpumemtrace: cannot reserve %zu bytes for simulated device %d: %s\n", bytes, device.ordinal,
+                 std::strerror(errno));
     return;
   }
   device.arena = arena;

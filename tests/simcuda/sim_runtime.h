@@ -42,11 +42,11 @@ inline std::uint32_t tag_pool(std::uint32_t tag) { return tag >> 8; }
 
 struct Device {
   int ordinal = 0;
-  std::mutex mutex;         // guards everything below
-  void* arena = nullptr;    // the reserved mapping that backs the heap
+  std::mutex mutex;       // guards everything below
+  void* arena = nullptr;  // the reserved mapping that backs the heap
   std::size_t arena_bytes = 0;
   Heap heap;
-  unsigned flags = 0;       // cudaSetDeviceFlags; recorded, otherwise meaningless here
+  unsigned flags = 0;                 // cudaSetDeviceFlags; recorded, otherwise meaningless here
   std::map<int, std::size_t> limits;  // cudaDeviceSetLimit values, by cudaLimit
 };
 
@@ -88,7 +88,7 @@ struct HostRange {
 // process, standing for memory that lives on `device` of the exporting process.
 struct Import {
   int device = 0;
-  std::size_t bytes = 0;        // the exported allocation's size
+  std::size_t bytes = 0;         // the exported allocation's size
   std::size_t mapped_bytes = 0;  // the mapping's length (whole pages)
 };
 
@@ -122,7 +122,7 @@ struct Classified {
 };
 
 class Runtime {
-public:
+ public:
   // The process-wide runtime, created on first use: reads GMT_SIM_DEVICE_COUNT and
   // GMT_SIM_DEVICE_BYTES, reserves the device arenas and prints the banner. Never destroyed, so
   // CUDA calls from static destructors and atexit handlers keep working.
@@ -156,9 +156,9 @@ public:
   std::unordered_set<Stream*> streams;
   std::unordered_set<Event*> events;
   std::unordered_set<Pool*> live_pools;
-  std::vector<Pool*> current_pools;  // per device, what cudaMallocAsync uses
+  std::vector<Pool*> current_pools;                 // per device, what cudaMallocAsync uses
   std::map<std::uintptr_t, HostRange> host_ranges;  // keyed by start address
-  std::map<std::uintptr_t, Import> imports;          // open IPC imports, keyed by start address
+  std::map<std::uintptr_t, Import> imports;         // open IPC imports, keyed by start address
   std::unordered_map<const void*, Kernel> kernels;  // keyed by host stub address
   std::map<std::uintptr_t, Symbol> symbols;         // keyed by host shadow address
   // Storage of __managed__ variables: kept for the life of the process (atexit handlers may read a
@@ -166,7 +166,7 @@ public:
   std::vector<void*> managed_variables;
   std::atomic<unsigned long long> next_stream_id{1};
 
-private:
+ private:
   Runtime();
   void map_arena(Device& device, std::size_t bytes);
 
@@ -208,6 +208,6 @@ void pool_account_alloc(Pool* pool, std::size_t bytes);
 // than a wrapper, so the twin never calls back through an interposable symbol. The parameter list
 // is spelled out (decltype would drag the header's default arguments along, which GCC rejects);
 // the toolkit's own declaration of the twin and the static_assert keep it honest.
-#define GMT_SIM_TWIN(twin, target, params)                                                   \
-  extern "C" cudaError_t twin params __attribute__((alias(#target)));                        \
+#define GMT_SIM_TWIN(twin, target, params)                            \
+  extern "C" cudaError_t twin params __attribute__((alias(#target))); \
   static_assert(std::is_same_v<decltype(&twin), decltype(&target)>, #twin " differs from " #target)

@@ -36,7 +36,7 @@ constexpr std::size_t kDeviceBytes = 64 * kMiB;
 }();
 
 class SimRuntime : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override { use_capacity("64M"); }
   void TearDown() override { cudaSetDevice(0); }
 
@@ -583,12 +583,14 @@ TEST_F(SimRuntime, IpcHandlesOpenInAnotherProcessOnly) {
     if (cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess || !p) _exit(1);
     CUdeviceptr base = 0;
     size_t size = 0;
-    if (reinterpret_cast<AddressRangeFn>(range_fn)(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) _exit(2);
+    if (reinterpret_cast<AddressRangeFn>(range_fn)(&base, &size, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+      _exit(2);
     if (base != reinterpret_cast<CUdeviceptr>(p) || size != 3 * kMiB) _exit(3);
     int device = -1;
     if (reinterpret_cast<PointerAttributeFn>(attribute_fn)(&device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                                           reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) _exit(4);
-    if (device != 1) _exit(5);  // the exporter's device, not the current one
+                                                           reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+      _exit(4);
+    if (device != 1) _exit(5);                                // the exporter's device, not the current one
     if (cudaMemset(p, 1, 3 * kMiB) != cudaSuccess) _exit(6);  // usable like device memory
     if (cudaIpcCloseMemHandle(p) != cudaSuccess) _exit(7);
     if (cudaIpcCloseMemHandle(p) != cudaErrorInvalidValue) _exit(8);  // closed already

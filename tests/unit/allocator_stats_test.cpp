@@ -109,12 +109,12 @@ TEST(AllocatorStatsTest, FragmentationAdviceRule) {
     bool advised;
   };
   const Case cases[] = {
-      {FrameworkAllocator::TorchCaching, 201 * kMiB, 800 * kMiB, true},    // just above 25%
-      {FrameworkAllocator::TorchCaching, 200 * kMiB, 800 * kMiB, false},   // exactly 25%, under 256 MiB
-      {FrameworkAllocator::TorchCaching, 31 * kMiB, 64 * kMiB, false},     // 48%, but under 32 MiB
-      {FrameworkAllocator::TorchCaching, 256 * kMiB, 5120 * kMiB, true},   // 256 MiB and 5%: large enough
-      {FrameworkAllocator::TorchCaching, 255 * kMiB, 5100 * kMiB, false},  // 5%, but under 256 MiB
-      {FrameworkAllocator::TorchCaching, 300 * kMiB, 8192 * kMiB, false},  // 300 MiB, but under 5%
+      {FrameworkAllocator::TorchCaching, 201 * kMiB, 800 * kMiB, true},       // just above 25%
+      {FrameworkAllocator::TorchCaching, 200 * kMiB, 800 * kMiB, false},      // exactly 25%, under 256 MiB
+      {FrameworkAllocator::TorchCaching, 31 * kMiB, 64 * kMiB, false},        // 48%, but under 32 MiB
+      {FrameworkAllocator::TorchCaching, 256 * kMiB, 5120 * kMiB, true},      // 256 MiB and 5%: large enough
+      {FrameworkAllocator::TorchCaching, 255 * kMiB, 5100 * kMiB, false},     // 5%, but under 256 MiB
+      {FrameworkAllocator::TorchCaching, 300 * kMiB, 8192 * kMiB, false},     // 300 MiB, but under 5%
       {FrameworkAllocator::TorchExpandable, 600 * kMiB, 1024 * kMiB, false},  // already expandable
   };
   for (const Case& c : cases) {
@@ -194,10 +194,10 @@ TEST(AllocatorStatsTest, UnknownCodesAreSkipped) {
 
 TEST(AllocatorStatsTest, DiffShowsBothRunsFigures) {
   TraceBuilder base, next;
-  add(base, {10 * kMs, 0, FrameworkAllocator::TorchCaching, SampleTrigger::Cadence, kMiB, 1024 * kMiB, 300 * kMiB, 7,
+  add(base, {10 * kMs, 0, FrameworkAllocator::TorchCaching, SampleTrigger::Cadence, kMiB, 1024 * kMiB, 300 * kMiB, 7, 0,
+             std::nullopt});
+  add(next, {10 * kMs, 0, FrameworkAllocator::TorchExpandable, SampleTrigger::Cadence, kMiB, 900 * kMiB, 20 * kMiB, 0,
              0, std::nullopt});
-  add(next, {10 * kMs, 0, FrameworkAllocator::TorchExpandable, SampleTrigger::Cadence, kMiB, 900 * kMiB, 20 * kMiB,
-             0, 0, std::nullopt});
   Report a = analyze(base), b = analyze(next);
   TraceDiff diff = diff_reports(a, b, {});
   ASSERT_EQ(diff.allocators.size(), 1u);

@@ -67,8 +67,8 @@ TEST(AllocatorsTest, XlaArenaIsTheBfcAllocatorsOrUnnamedXla) {
     s.frames = std::move(frames);
     return s;
   };
-  EXPECT_TRUE(is_xla_arena(stack({cuda, named(xla, "se::gpu::CudaExecutor::Allocate"),
-                                  named(xla, "tsl::BFCAllocator::Extend")})));
+  EXPECT_TRUE(is_xla_arena(
+      stack({cuda, named(xla, "se::gpu::CudaExecutor::Allocate"), named(xla, "tsl::BFCAllocator::Extend")})));
   EXPECT_TRUE(is_xla_arena(stack({cuda, native(plugin), python("/venv/site-packages/jax/_src/api.py")})));
   // Named XLA frames, none of the BFC allocator: XLA_PYTHON_CLIENT_ALLOCATOR=platform's buffer.
   EXPECT_FALSE(is_xla_arena(stack({cuda, named(plugin, "se::gpu::CudaExecutor::Allocate"), native(plugin)})));

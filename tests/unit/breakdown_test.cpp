@@ -56,14 +56,14 @@ TEST(BreakdownTest, ByThreadStreamAndModuleAtTheTotalPeak) {
   // The innermost frame is in libcudart: the allocating module is the next one, NCCL.
   int64_t nccl_stack = builder.stack({0x7e0000001000, 0x7f0000001000, 0x401000});
 
-  alloc(builder, 10, 0x100000, 100 * kKiB, app_stack, kMain, 0);      // A: live 100
+  alloc(builder, 10, 0x100000, 100 * kKiB, app_stack, kMain, 0);          // A: live 100
   alloc(builder, 20, 0x200000, 50 * kKiB, nccl_stack, kWorker, kStream);  // B: 150
   alloc(builder, 30, 0x300000, 30 * kKiB, nccl_stack, kWorker, kStream);  // C: 180, a first peak
-  builder.free(40, 0x300000);                                            // 150
-  alloc(builder, 50, 0x400000, 20 * kKiB, 0, kMain, 0);                // D (no stack): 170
-  builder.free(60, 0x400000);                                            // 150
-  alloc(builder, 70, 0x500000, 40 * kKiB, app_stack, kMain, 0);        // E: 190, the peak: A, B, E
-  builder.free(80, 0x100000);                                            // A freed; B and E leak
+  builder.free(40, 0x300000);                                             // 150
+  alloc(builder, 50, 0x400000, 20 * kKiB, 0, kMain, 0);                   // D (no stack): 170
+  builder.free(60, 0x400000);                                             // 150
+  alloc(builder, 70, 0x500000, 40 * kKiB, app_stack, kMain, 0);           // E: 190, the peak: A, B, E
+  builder.free(80, 0x100000);                                             // A freed; B and E leak
 
   TraceFile file = builder.open();
   Report report = analyze_trace(file);

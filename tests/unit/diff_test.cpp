@@ -55,9 +55,9 @@ struct TwoRuns {
   Report new_report;
   TwoRuns() {
     Run base(0x400000, 0);
-    base.leak(base.symbolized("load_weights", 10), 1000);  // same
+    base.leak(base.symbolized("load_weights", 10), 1000);   // same
     base.leak(base.symbolized("make_workspace", 20), 300);  // grows to 400
-    base.leak(base.unsymbolized(), 500);                     // shrinks to 200
+    base.leak(base.unsymbolized(), 500);                    // shrinks to 200
     base.leak(base.symbolized("stage_inputs", 30), 50);     // gone
     base_report = base.report();
 
@@ -169,7 +169,10 @@ TEST(DiffTest, KeysUseSymbolsThenModuleOffset) {
   Frame unknown;
   unknown.pc = 0x99;
   stack.frames = {symbolized, in_module, unknown};
-  EXPECT_EQ(diff_stack_key(stack), "f:f\x1f" "a.cpp\x1f" "12\x1em:libx.so\x1f" "0x1234\x1e?\x1e");
+  EXPECT_EQ(diff_stack_key(stack), "f:f\x1f"
+                                   "a.cpp\x1f"
+                                   "12\x1em:libx.so\x1f"
+                                   "0x1234\x1e?\x1e");
   EXPECT_EQ(diff_stack_key(Stack{}), "(no frames)");
 }
 

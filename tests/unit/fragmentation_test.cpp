@@ -152,8 +152,8 @@ TEST(FragmentationTest, EachFailureIsLabelledWithItsGapAndHolders) {
   // 8 MiB fails with 16 MiB free: fragmentation. 32 MiB fails with 16 MiB free: out of memory.
   builder.alloc_failed(40, 8 * kMiB, 2, failing, 16 * kMiB, 32 * kMiB);
   builder.alloc_failed(41, 32 * kMiB, 2, failing, 16 * kMiB, 32 * kMiB);
-  builder.alloc_failed(42, 8 * kMiB, 2, failing);  // free memory not recorded
-  builder.alloc_failed(43, 0, 1, failing);         // cudaErrorInvalidValue: not about memory
+  builder.alloc_failed(42, 8 * kMiB, 2, failing);                       // free memory not recorded
+  builder.alloc_failed(43, 0, 1, failing);                              // cudaErrorInvalidValue: not about memory
   builder.alloc_failed(44, kMiB, 2, failing, 16 * kMiB, 32 * kMiB, 3);  // a device with no allocation
   Report report = analyze(builder);
 

@@ -92,14 +92,14 @@ TEST(GrowthRuleTest, ALeakThatStartsLateIsFoundSinceItsFirstRise) {
   EXPECT_EQ(verdict.rising_steps, 3u);
   EXPECT_EQ(verdict.steps, 18u);
   ASSERT_TRUE(verdict.growing);
-  EXPECT_EQ(verdict.first_window, 16u);  // the last flat window: the rise starts after it
+  EXPECT_EQ(verdict.first_window, 16u);                     // the last flat window: the rise starts after it
   EXPECT_NEAR(verdict.slope_bytes_per_s, 8.0 * kMiB, 1.0);  // 4 MiB per 0.5 s window
   EXPECT_NEAR(verdict.fitted_rise_bytes, 12.0 * kMiB, 1.0);
 }
 
 TEST(GrowthRuleTest, LateRisesThatFallOrHappenOnceOrStaySmallAreNotGrowth) {
-  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({64, 64, 96})), 0.5, 100 * kMiB).growing);      // one jump
-  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({68, 66, 72, 76})), 0.5, 80 * kMiB).growing);  // a fall
+  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({64, 64, 96})), 0.5, 100 * kMiB).growing);       // one jump
+  EXPECT_FALSE(evaluate_growth(0, mib(steady_then({68, 66, 72, 76})), 0.5, 80 * kMiB).growing);    // a fall
   EXPECT_FALSE(evaluate_growth(0, mib(steady_then({64.1, 64.2, 64.3})), 0.5, 80 * kMiB).growing);  // < 4 MiB
   // Noise that rises three times without falling is a rise (and counted), but noise that comes back is not.
   EXPECT_FALSE(evaluate_growth(0, mib(steady_then({70, 64, 70, 64, 70})), 0.5, 80 * kMiB).growing);
@@ -276,16 +276,16 @@ TEST(WindowLowsTest, EachWindowKeepsItsLowestLevelAndWhenItWasReached) {
   ChangeLog log;
   const uint32_t slot = log.slot_for(1, 0, schema::MemoryKind::Device);
   // Windows of 10 ns over [0, 29].
-  log.append(0, 100, slot, true);   // window 0: 0 carried in, then 100
-  log.append(12, 50, slot, true);   // window 1: 100 carried in, 150, 110
+  log.append(0, 100, slot, true);  // window 0: 0 carried in, then 100
+  log.append(12, 50, slot, true);  // window 1: 100 carried in, 150, 110
   log.append(15, 40, slot, false);
-  log.append(29, 5, slot, true);    // window 2: 110 carried in, 115
+  log.append(29, 5, slot, true);  // window 2: 110 carried in, 115
   auto lows = window_lows(log, 0, 29, 3);
   ASSERT_EQ(lows.size(), 1u);
   const WindowLows& device = lows.at(0);
   EXPECT_EQ(device.lows, (std::vector<uint64_t>{0, 100, 110}));
   EXPECT_EQ(device.positions, (std::vector<uint64_t>{0, 1, 3}));  // changes applied at that moment
-  EXPECT_EQ(device.times, (std::vector<int64_t>{0, 10, 20}));    // carried-in levels: the window's start
+  EXPECT_EQ(device.times, (std::vector<int64_t>{0, 10, 20}));     // carried-in levels: the window's start
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
-// Framework heaps (analysis/model/heaps.h): where a heap's segments and blocks are recorded, "leaked" is what the app held
-// (live blocks, and CUDA-level memory backing no heap), the CUDA-level memory backing a segment is cached at exit;
+// Framework heaps (analysis/model/heaps.h): where a heap's segments and blocks are recorded, "leaked" is what the app
+// held (live blocks, and CUDA-level memory backing no heap), the CUDA-level memory backing a segment is cached at exit;
 // growth, ranges and the peaks' holders are at block level; a block allocation that failed is labelled from its
 // heap's layout; a heap whose blocks were not all recorded keeps the verdict from being clean.
 #include <gtest/gtest.h>
 
 #include "analysis/model/analyze.h"
-#include "analysis/model/report.h"
 #include "analysis/model/ranges.h"
-#include "analysis/render/render.h"
+#include "analysis/model/report.h"
 #include "analysis/model/tensor_blocks.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {

@@ -39,8 +39,8 @@ TEST(ImportedTest, IpcHandlesAreCountedApartAndNeverLeak) {
   int64_t closed = b.stack({0x402000});
   int64_t kept = b.stack({0x403000});
   b.alloc(10, 0x1000, 1 * kMiB, own, Api::cudaMalloc, MemoryKind::Device, 1);  // the process's own memory
-  ipc_open(b, 20, 0x7f0000000000, 6 * kMiB, 0, closed);  // exporter's device 0
-  ipc_open(b, 30, 0x7f0001000000, 2 * kMiB, 0, kept);    // imported peak 8 MiB at 30
+  ipc_open(b, 20, 0x7f0000000000, 6 * kMiB, 0, closed);                        // exporter's device 0
+  ipc_open(b, 30, 0x7f0001000000, 2 * kMiB, 0, kept);                          // imported peak 8 MiB at 30
   ipc_close(b, 40, 0x7f0000000000);
   b.free(50, 0x1000);
   Report r = analyze(b);

@@ -38,8 +38,7 @@ std::unique_ptr<TraceBuilder> rank_trace(const std::string& rank, int64_t peak_m
   b->alloc(1000, 0x1000000, (peak_mib - leak_mib) * kMiB, temp_stack, schema::Api::cudaMalloc,
            schema::MemoryKind::Device, device);
   if (leak_mib > 0) {
-    b->alloc(2000, 0x9000000, leak_mib * kMiB, leak_stack, schema::Api::cudaMalloc, schema::MemoryKind::Device,
-             device);
+    b->alloc(2000, 0x9000000, leak_mib * kMiB, leak_stack, schema::Api::cudaMalloc, schema::MemoryKind::Device, device);
   }
   b->free(3000, 0x1000000);
   return b;

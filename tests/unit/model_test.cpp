@@ -164,8 +164,7 @@ TEST(ModelTest, EachMemoryKindHasItsOwnPeak) {
   ASSERT_EQ(report.leaks.size(), 1u);  // all without a stack: one group
   EXPECT_EQ(report.leaks[0].stack.id, 0);
   EXPECT_FALSE(report.leaks[0].stack.missing);
-  EXPECT_EQ(report.leaks[0].memory_kinds,
-            (std::vector<MemoryKind>{MemoryKind::Managed, MemoryKind::HostPinned}));
+  EXPECT_EQ(report.leaks[0].memory_kinds, (std::vector<MemoryKind>{MemoryKind::Managed, MemoryKind::HostPinned}));
   EXPECT_EQ(report.leaks[0].apis, (std::vector<Api>{Api::cudaMallocManaged, Api::cudaMallocHost}));
   EXPECT_EQ(report.leaks[0].first_alloc_ns, 2);
   EXPECT_EQ(report.leaks[0].last_alloc_ns, 5);
@@ -409,12 +408,12 @@ TEST(ModelTest, VmmPhysicalMemoryLivesUntilReleasedAndUnmapped) {
   };
   int64_t kept = builder.stack({0x4242});
   vmm(1, EventKind::VmmReserve, 0x700000000, 8 << 20, 0);
-  vmm(2, EventKind::VmmCreate, 0, 2 << 20, 11);                 // released while mapped ...
+  vmm(2, EventKind::VmmCreate, 0, 2 << 20, 11);  // released while mapped ...
   vmm(3, EventKind::VmmMap, 0x700000000, 2 << 20, 11);
-  vmm(4, EventKind::VmmCreate, 0, 4 << 20, 12, kept);           // never released: the leak
+  vmm(4, EventKind::VmmCreate, 0, 4 << 20, 12, kept);  // never released: the leak
   vmm(5, EventKind::VmmMap, 0x700200000, 4 << 20, 12);
-  vmm(6, EventKind::VmmRelease, 0, 0, 11);                      // ... still held by its mapping
-  vmm(7, EventKind::VmmUnmap, 0x700000000, 2 << 20, 0);         // now the 2 MiB are freed
+  vmm(6, EventKind::VmmRelease, 0, 0, 11);               // ... still held by its mapping
+  vmm(7, EventKind::VmmUnmap, 0x700000000, 2 << 20, 0);  // now the 2 MiB are freed
   vmm(8, EventKind::VmmAddressFree, 0x700000000, 8 << 20, 0);
   Report report = analyze(builder);
   EXPECT_EQ(report.totals.allocations, 2u);

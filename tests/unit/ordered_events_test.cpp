@@ -55,8 +55,8 @@ TEST(OrderedEventsTest, ARowDisplacedBeyondTheWindowIsRefused) {
 
 TEST(OrderedEventsTest, NullColumnsStayNullAndZeroStaysZero) {
   TraceBuilder builder;
-  builder.alloc(10, 0, 0);                // address 0, no failure row: device_free NULL
-  builder.alloc_failed(20, 1 << 20, 2);   // a failure row
+  builder.alloc(10, 0, 0);               // address 0, no failure row: device_free NULL
+  builder.alloc_failed(20, 1 << 20, 2);  // a failure row
   TraceFile trace = builder.open();
   OrderedEvents events(trace, kSelect, EventOrder::RecordingWindow, 4);
   ASSERT_TRUE(events.step());

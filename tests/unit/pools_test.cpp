@@ -1,6 +1,7 @@
 // Stream-ordered pools (analysis/model/pools.h): used bytes exact from the trace's own allocations at every moment, per
 // pool (a created pool by its handle, the device's current pool, the graph pool), joined with the driver's sampled
-// reserved bytes; and fragmentation inside heaps (analysis/model/heap_fragmentation.h): holes at the peak and at the end.
+// reserved bytes; and fragmentation inside heaps (analysis/model/heap_fragmentation.h): holes at the peak and at the
+// end.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

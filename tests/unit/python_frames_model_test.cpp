@@ -23,8 +23,8 @@ void python_stack(TraceBuilder& builder, int64_t id, const std::vector<int64_t>&
   for (size_t level = 0; level < frames.size(); ++level) {
     int64_t pc = frames[level] > 0 ? frames[level] : 0;
     int64_t python = frames[level] < 0 ? -frames[level] : 0;
-    builder.exec("INSERT INTO stack_frames(stack_id, level, pc, python_frame_id) VALUES (" + std::to_string(id) +
-                 ", " + std::to_string(level) + ", " + std::to_string(pc) + ", " + std::to_string(python) + ")");
+    builder.exec("INSERT INTO stack_frames(stack_id, level, pc, python_frame_id) VALUES (" + std::to_string(id) + ", " +
+                 std::to_string(level) + ", " + std::to_string(pc) + ", " + std::to_string(python) + ")");
   }
 }
 

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "analysis/model/analyze.h"
-#include "analysis/model/report.h"
 #include "analysis/model/ranges.h"
+#include "analysis/model/report.h"
 #include "analysis/render/render.h"
 #include "trace_builder.h"
 
@@ -114,8 +114,8 @@ TEST(RangesTest, PushPopRangesBelongToTheirThread) {
 
 TEST(RangesTest, StartEndRangesOfTheThreadComeFirstThenThoseOfTheProcess) {
   TraceBuilder builder;
-  builder.range("phase", 0, 1000, -1, 2000);       // started by another thread: the process's phase
-  builder.range("own push", 100, 200, 0, 1000);    // the allocating thread's own range wins
+  builder.range("phase", 0, 1000, -1, 2000);     // started by another thread: the process's phase
+  builder.range("own push", 100, 200, 0, 1000);  // the allocating thread's own range wins
   builder.range("outer", 300, 600, 0, 1000);
   builder.range("own start", 400, 500, -1, 1000);  // started later on this thread than "outer"
   alloc_on_thread(builder, 50, 0x1000, 1, 1000);
@@ -196,7 +196,8 @@ void repeated_steps(TraceBuilder& builder, int steps, int64_t leak, bool double_
     builder.range("step", t, t + 900);
     builder.alloc(t + 10, 0x100000 + s * 0x1000, 4 * kMiB + s, temp_stack);
     if (leak > 0) builder.alloc(t + 20, 0x900000 + s * 0x1000, leak, leak_stack);
-    if (!double_buffer || s > 0) builder.free(t + 30, double_buffer ? 0x100000 + (s - 1) * 0x1000 : 0x100000 + s * 0x1000);
+    if (!double_buffer || s > 0)
+      builder.free(t + 30, double_buffer ? 0x100000 + (s - 1) * 0x1000 : 0x100000 + s * 0x1000);
   }
   builder.commit();
 }
@@ -367,8 +368,7 @@ TEST(FiltersTest, EachFilterThatMatchesNothingSaysSo) {
   EXPECT_EQ(message(device), "--device 7 matches nothing: the trace allocates on device(s) 0, 1 only");
   EventFilters window;
   window.since_ns = 2 * kSecond;
-  EXPECT_EQ(message(window),
-            "--since 2 matches nothing: no allocation in that time window (the trace lasts 5.000 s)");
+  EXPECT_EQ(message(window), "--since 2 matches nothing: no allocation in that time window (the trace lasts 5.000 s)");
   EventFilters size;
   size.min_size = 1000;
   EXPECT_EQ(message(size), "--min-size 1000 matches nothing: the largest allocation is 300 B");
@@ -377,8 +377,7 @@ TEST(FiltersTest, EachFilterThatMatchesNothingSaysSo) {
   EXPECT_EQ(message(unknown_range), "--range 'train' matches nothing: the trace has no NVTX range of that name");
   EventFilters empty_range;
   empty_range.range = "idle";
-  EXPECT_EQ(message(empty_range),
-            "--range 'idle' matches nothing: no allocation was made inside a range of that name");
+  EXPECT_EQ(message(empty_range), "--range 'idle' matches nothing: no allocation was made inside a range of that name");
   EventFilters together;  // each alone matches, not both
   together.device = 0;
   together.min_size = 200;

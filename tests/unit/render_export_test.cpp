@@ -37,8 +37,11 @@ Report sample_report(TraceBuilder& builder) {
   builder.exec("UPDATE meta SET value = '\"./app\" </script>' WHERE key = 'command_line'");
   builder.alloc(1 * kMs, 0x10000, 4096, hostile);
   builder.alloc(2 * kMs, 0x20000, 1024, plain);
-  builder.event({.time_ns = 3 * kMs, .memory_kind = static_cast<int64_t>(schema::MemoryKind::Managed), .address = 0x30000,
-                 .size = 512, .stack_id = plain});
+  builder.event({.time_ns = 3 * kMs,
+                 .memory_kind = static_cast<int64_t>(schema::MemoryKind::Managed),
+                 .address = 0x30000,
+                 .size = 512,
+                 .stack_id = plain});
   builder.free(4 * kMs, 0x30000);
   TraceFile trace = builder.open();
   return analyze_trace(trace);
@@ -61,13 +64,13 @@ TEST(RenderExportTest, HtmlEmbedsHostileNamesAsData) {
 TEST(RenderExportTest, FoldedLinesAreOutermostFirstAndEscaped) {
   TraceBuilder builder;
   Report report = sample_report(builder);
-  EXPECT_EQ(render_folded(report, FoldedOf::Leaks),
-            "outer%3Bmain;" + kHostile + " 4096\n"
-            "outer%3Bmain;libmodel.so+0x300 1024\n");
+  EXPECT_EQ(render_folded(report, FoldedOf::Leaks), "outer%3Bmain;" + kHostile +
+                                                        " 4096\n"
+                                                        "outer%3Bmain;libmodel.so+0x300 1024\n");
   // At the peak (3 ms: both leaks and the managed block), under the device.
-  EXPECT_EQ(render_folded(report, FoldedOf::Peak),
-            "device 0;outer%3Bmain;" + kHostile + " 4096\n"
-            "device 0;outer%3Bmain;libmodel.so+0x300 1536\n");
+  EXPECT_EQ(render_folded(report, FoldedOf::Peak), "device 0;outer%3Bmain;" + kHostile +
+                                                       " 4096\n"
+                                                       "device 0;outer%3Bmain;libmodel.so+0x300 1536\n");
 }
 
 TEST(RenderExportTest, PerfettoCountersFollowTheTimeline) {

@@ -164,20 +164,17 @@ TEST(RenderTextTest, ContainsTheExpectedLines) {
   EXPECT_CONTAINS(text, "  failed allocations  1\n");
   EXPECT_CONTAINS(text, "Peak live memory: 14.00 MiB (14680064 B) at 4.0 us\n");
   EXPECT_CONTAINS(text, "Leaks by call stack (3 groups, largest first)\n");
-  EXPECT_CONTAINS(text,
-                  "\n#1 4.00 MiB in 1 allocation (cudaMalloc, device) at 1.0 us\n"
-                  "    at leak_a(int) src/a.cu:12 [app]\n"
-                  "    at main src/main.cu:30 [app]\n");
-  EXPECT_CONTAINS(text,
-                  "\n#2 2.00 MiB in 2 allocations (cudaMallocManaged, managed) from 2.0 us to 3.0 us\n");
+  EXPECT_CONTAINS(text, "\n#1 4.00 MiB in 1 allocation (cudaMalloc, device) at 1.0 us\n"
+                        "    at leak_a(int) src/a.cu:12 [app]\n"
+                        "    at main src/main.cu:30 [app]\n");
+  EXPECT_CONTAINS(text, "\n#2 2.00 MiB in 2 allocations (cudaMallocManaged, managed) from 2.0 us to 3.0 us\n");
   EXPECT_CONTAINS(text, std::string("    at ") + kOddName + " src/odd.h:7 [app]\n");
   EXPECT_CONTAINS(text, "    at libfoo.so+0x1000\n");  // no symbol: module+offset, as addr2line takes it
   EXPECT_LACKS(text, "#3 ");
   EXPECT_CONTAINS(text, "Failed allocations (1)\n");
-  EXPECT_CONTAINS(text,
-                  "cudaMalloc of 16.00 GiB (17179869184 B) on device 0 failed at 7.0 us: "
-                  "cudaErrorMemoryAllocation (2)\n"
-                  "    device free at that moment: 1.00 GiB (1073741824 B) of 80.00 GiB\n");
+  EXPECT_CONTAINS(text, "cudaMalloc of 16.00 GiB (17179869184 B) on device 0 failed at 7.0 us: "
+                        "cudaErrorMemoryAllocation (2)\n"
+                        "    device free at that moment: 1.00 GiB (1073741824 B) of 80.00 GiB\n");
   EXPECT_CONTAINS(text, "1 more leak group (1.00 MiB in 1 allocation) not shown: use --top 3 to see all.\n");
   EXPECT_LACKS(text, "warning:");
   EXPECT_LACKS(text, "No leaks");
@@ -250,9 +247,8 @@ TEST(RenderTextTest, WarnsAboutIncompleteUnsymbolizedSimulatedTraces) {
   EXPECT_CONTAINS(text, "warning: the trace is incomplete");
   EXPECT_CONTAINS(text, "warning: the trace is not symbolized");
   EXPECT_CONTAINS(text, "warning: 5 events were lost while recording");
-  EXPECT_CONTAINS(text,
-                  "#1 512 B in 1 allocation (cudaMalloc, device) at 10 ns\n"
-                  "    (call stack 99 is missing from the trace)\n");
+  EXPECT_CONTAINS(text, "#1 512 B in 1 allocation (cudaMalloc, device) at 10 ns\n"
+                        "    (call stack 99 is missing from the trace)\n");
 }
 
 TEST(RenderTextTest, MinBytesAndLongStacksAreSummarized) {

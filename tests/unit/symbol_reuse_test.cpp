@@ -9,9 +9,9 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cxxabi.h>
 #include <cstdint>
 #include <cstring>
-#include <cxxabi.h>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -102,15 +102,17 @@ void check_module_against_libdw(const LoadedModule& m) {
   std::string path = dir + "/trace.db";
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  auto exec = [&](const std::string& sql) { ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql; };
+  auto exec = [&](const std::string& sql) {
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sql;
+  };
   exec(fmt::format("PRAGMA application_id = {}", schema::kApplicationId));
   exec(fmt::format("PRAGMA user_version = {}", schema::kSchemaVersion));
   exec(schema::kCreateSchemaSql);
   Oracle oracle(m);
   ASSERT_TRUE(oracle.ready()) << m.path;
   std::string build_id = oracle.build_id();
-  exec(fmt::format("INSERT INTO modules(path, base, size, build_id) VALUES ('{}', {}, {}, {})", m.path, m.base,
-                   m.size, build_id.empty() ? std::string("NULL") : "'" + build_id + "'"));
+  exec(fmt::format("INSERT INTO modules(path, base, size, build_id) VALUES ('{}', {}, {}, {})", m.path, m.base, m.size,
+                   build_id.empty() ? std::string("NULL") : "'" + build_id + "'"));
   exec("INSERT INTO stacks(id, depth) VALUES (1, 0)");
   // 300 runs of 40 pcs, 3 bytes apart, spread over the whole text segment: runs cross function boundaries,
   // aliases and padding, and most pcs follow one in the same function (where the name is reused).

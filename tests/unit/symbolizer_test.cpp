@@ -135,8 +135,7 @@ class SymbolizerTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(templ.data()), nullptr);
     dir_ = templ;
     path_ = (dir_ / "trace.db").string();
-    ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr),
-              SQLITE_OK);
+    ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr), SQLITE_OK);
     exec(fmt::format("PRAGMA application_id = {}", gmt::schema::kApplicationId));
     exec(fmt::format("PRAGMA user_version = {}", gmt::schema::kSchemaVersion));
     exec(gmt::schema::kCreateSchemaSql);
@@ -157,8 +156,8 @@ class SymbolizerTest : public ::testing::Test {
 
   int64_t add_module(const std::string& path, uint64_t base, uint64_t size,
                      const std::optional<std::string>& build_id) {
-    exec(fmt::format("INSERT INTO modules(path, base, size, build_id) VALUES ('{}', {}, {}, {})", path, base,
-                     size, build_id ? "'" + *build_id + "'" : std::string("NULL")));
+    exec(fmt::format("INSERT INTO modules(path, base, size, build_id) VALUES ('{}', {}, {}, {})", path, base, size,
+                     build_id ? "'" + *build_id + "'" : std::string("NULL")));
     return sqlite3_last_insert_rowid(db_);
   }
   int64_t add_module(const ModuleInfo& m) { return add_module(m.path, m.base, m.size, m.build_id); }
@@ -168,10 +167,9 @@ class SymbolizerTest : public ::testing::Test {
     exec("INSERT OR IGNORE INTO stacks(id, depth) VALUES (1, 0)");
     exec("BEGIN");
     for (uint64_t pc : pcs) {
-      exec(
-          fmt::format("INSERT INTO stack_frames(stack_id, level, pc) VALUES "
-                      "(1, (SELECT count(*) FROM stack_frames), {})",
-                      static_cast<int64_t>(pc)));
+      exec(fmt::format("INSERT INTO stack_frames(stack_id, level, pc) VALUES "
+                       "(1, (SELECT count(*) FROM stack_frames), {})",
+                       static_cast<int64_t>(pc)));
     }
     exec("COMMIT");
   }
@@ -369,8 +367,7 @@ TEST_F(SymbolizerTest, ManyPcsAreQuickAndReportProgress) {
 
   std::vector<std::pair<size_t, size_t>> calls;
   auto start = std::chrono::steady_clock::now();
-  SymbolizeStats stats =
-      symbolize_trace(trace, [&](size_t done, size_t total) { calls.emplace_back(done, total); });
+  SymbolizeStats stats = symbolize_trace(trace, [&](size_t done, size_t total) { calls.emplace_back(done, total); });
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(stats.pcs, kCount);
   EXPECT_GT(stats.resolved_functions, kCount / 2);
@@ -379,8 +376,7 @@ TEST_F(SymbolizerTest, ManyPcsAreQuickAndReportProgress) {
   ASSERT_GE(calls.size(), 10u);
   EXPECT_EQ(calls.back(), std::make_pair(size_t{kCount}, size_t{kCount}));
   for (size_t i = 1; i < calls.size(); ++i) EXPECT_GT(calls[i].first, calls[i - 1].first);
-  std::cout << "symbolized " << kCount << " pcs in " << seconds << " s (" << stats.resolved_lines
-            << " with lines)\n";
+  std::cout << "symbolized " << kCount << " pcs in " << seconds << " s (" << stats.resolved_lines << " with lines)\n";
 }
 
 TEST_F(SymbolizerTest, ReadOnlyTraceIsRefused) {

@@ -5,8 +5,8 @@
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
-#include "analysis/render/render.h"
 #include "analysis/model/tensor_blocks.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {
@@ -23,10 +23,10 @@ void block(TraceBuilder& builder, int64_t time_ns, bool is_free, int64_t address
   auto api = is_free ? schema::Api::torchBlockFree : schema::Api::torchBlockAlloc;
   builder.exec("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, address, size, "
                "stack_id, error) VALUES (" +
-               std::to_string(TraceBuilder::kStartNs + time_ns) + ", " + std::to_string(static_cast<int>(kind)) +
-               ", " + std::to_string(static_cast<int>(api)) + ", 4, 6, " + std::to_string(kThread) + ", 0, 0, " +
-               std::to_string(address) + ", " + std::to_string(is_free ? 0 : size) + ", " +
-               std::to_string(stack_id) + ", 0)");
+               std::to_string(TraceBuilder::kStartNs + time_ns) + ", " + std::to_string(static_cast<int>(kind)) + ", " +
+               std::to_string(static_cast<int>(api)) + ", 4, 6, " + std::to_string(kThread) + ", 0, 0, " +
+               std::to_string(address) + ", " + std::to_string(is_free ? 0 : size) + ", " + std::to_string(stack_id) +
+               ", 0)");
 }
 
 // Python stacks: 1 = kept activation (train.py:42 in Model.forward, called from train.py:90), with PyTorch's own

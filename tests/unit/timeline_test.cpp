@@ -33,12 +33,12 @@ TEST(TimelineTest, BucketsHoldTheExactMinAndMaxOfEachInterval) {
   TraceBuilder builder;
   // A run of 999 ns: [0, 999] is 1000 ns; 7 changes get the minimum of 100 buckets, of 10 ns.
   builder.meta(schema::meta::kEndMonotonicNs, std::to_string(TraceBuilder::kStartNs + 999));
-  builder.alloc(5, 0xa000, 100);   // bucket 0: 0 carried in, then 100
-  builder.alloc(25, 0xb000, 50);   // bucket 2: 100 carried in, 150, then 50
+  builder.alloc(5, 0xa000, 100);  // bucket 0: 0 carried in, then 100
+  builder.alloc(25, 0xb000, 50);  // bucket 2: 100 carried in, 150, then 50
   builder.free(27, 0xa000);
   builder.alloc(31, 0xc000, 1000);  // bucket 3: a spike that lasts no time at all still shows
   builder.free(31, 0xc000);
-  builder.alloc(45, 0xd000, 7, 0, Api::cudaMallocManaged, MemoryKind::Managed);  // bucket 4
+  builder.alloc(45, 0xd000, 7, 0, Api::cudaMallocManaged, MemoryKind::Managed);       // bucket 4
   builder.alloc(995, 0xe000, 3, 0, Api::cudaMallocHost, MemoryKind::HostPinned, -1);  // the last bucket
   Report report = analyze(builder);
   const Timeline& timeline = report.timeline;
@@ -145,7 +145,7 @@ TEST(PeakStacksTest, EachDevicePeakListsWhatWasLiveThenLargestFirst) {
   builder.alloc(30, 0x30000, 3 * kMiB, activations_again);
   builder.alloc(35, 0x90000, 1 * kMiB, late, Api::cudaMalloc, MemoryKind::Device, 1);  // device 1
   builder.free(40, 0x20000);
-  builder.free(50, 0x30000);  // device 0 peaked at 13 MiB at 30
+  builder.free(50, 0x30000);                   // device 0 peaked at 13 MiB at 30
   builder.alloc(60, 0x40000, 4 * kMiB, late);  // 12 MiB: below the peak, so not part of it
   builder.free(70, 0x90000);
   Report report = analyze(builder);

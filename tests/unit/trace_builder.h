@@ -117,31 +117,30 @@ class TraceBuilder {
   int64_t event(const EventRow& row) {
     run("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, address, "
         "size, stack_id, error, handle) VALUES (?1, ?2, ?3, ?13, ?4, ?11, ?5, ?12, ?6, ?7, ?8, ?9, ?10)",
-        {kStartNs + row.time_ns, static_cast<int64_t>(row.kind), row.api, row.memory_kind, row.device,
-         row.address, row.size, row.stack_id, row.error, row.handle, row.thread_id, row.stream, row.source});
+        {kStartNs + row.time_ns, static_cast<int64_t>(row.kind), row.api, row.memory_kind, row.device, row.address,
+         row.size, row.stack_id, row.error, row.handle, row.thread_id, row.stream, row.source});
     return sqlite3_last_insert_rowid(db_);
   }
 
   int64_t alloc(int64_t time_ns, int64_t address, int64_t size, int64_t stack_id = 0,
-                schema::Api api = schema::Api::cudaMalloc,
-                schema::MemoryKind kind = schema::MemoryKind::Device, int64_t device = 0) {
-    return event({time_ns, schema::EventKind::Alloc, static_cast<int64_t>(api), static_cast<int64_t>(kind),
-                  device, address, size, stack_id, 0});
+                schema::Api api = schema::Api::cudaMalloc, schema::MemoryKind kind = schema::MemoryKind::Device,
+                int64_t device = 0) {
+    return event({time_ns, schema::EventKind::Alloc, static_cast<int64_t>(api), static_cast<int64_t>(kind), device,
+                  address, size, stack_id, 0});
   }
 
   int64_t free(int64_t time_ns, int64_t address, schema::Api api = schema::Api::cudaFree,
                schema::MemoryKind kind = schema::MemoryKind::Device) {
-    return event({time_ns, schema::EventKind::Free, static_cast<int64_t>(api), static_cast<int64_t>(kind), 0,
-                  address, 0, 0, 0});
+    return event(
+        {time_ns, schema::EventKind::Free, static_cast<int64_t>(api), static_cast<int64_t>(kind), 0, address, 0, 0, 0});
   }
 
   // An AllocFailed event, plus its alloc_failures row when device_free is given.
   int64_t alloc_failed(int64_t time_ns, int64_t size, int64_t error, int64_t stack_id = 0,
                        std::optional<int64_t> device_free = std::nullopt,
                        std::optional<int64_t> device_total = std::nullopt, int64_t device = 0) {
-    int64_t id =
-        event({time_ns, schema::EventKind::AllocFailed, static_cast<int64_t>(schema::Api::cudaMalloc),
-               static_cast<int64_t>(schema::MemoryKind::Device), device, 0, size, stack_id, error});
+    int64_t id = event({time_ns, schema::EventKind::AllocFailed, static_cast<int64_t>(schema::Api::cudaMalloc),
+                        static_cast<int64_t>(schema::MemoryKind::Device), device, 0, size, stack_id, error});
     if (device_free || device_total) {
       sqlite3_stmt* stmt =
           prepare("INSERT INTO alloc_failures(event_id, device_free, device_total) VALUES (?1, ?2, ?3)");
@@ -169,9 +168,9 @@ class TraceBuilder {
   // closed. Names and domains are interned into `strings`; domain "" is the default domain. Returns the id.
   int64_t range(const std::string& name, int64_t start_ns, std::optional<int64_t> end_ns, int64_t depth = 0,
                 int64_t thread_id = 1000, const std::string& domain = "") {
-    sqlite3_stmt* stmt = prepare(
-        "INSERT INTO ranges(thread_id, domain_id, name_id, start_ns, end_ns, depth, end_thread_id) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    sqlite3_stmt* stmt =
+        prepare("INSERT INTO ranges(thread_id, domain_id, name_id, start_ns, end_ns, depth, end_thread_id) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     sqlite3_bind_int64(stmt, 1, thread_id);
     sqlite3_bind_int64(stmt, 2, domain.empty() ? 0 : string_id(domain));
     sqlite3_bind_int64(stmt, 3, string_id(name));
@@ -190,9 +189,8 @@ class TraceBuilder {
   }
 
   // A symbols row; nullopt fields are stored as NULL.
-  void symbol(uint64_t pc, std::optional<std::string> function,
-              std::optional<std::string> file = std::nullopt, std::optional<int64_t> line = std::nullopt,
-              std::optional<int64_t> module_id = std::nullopt) {
+  void symbol(uint64_t pc, std::optional<std::string> function, std::optional<std::string> file = std::nullopt,
+              std::optional<int64_t> line = std::nullopt, std::optional<int64_t> module_id = std::nullopt) {
     sqlite3_stmt* stmt =
         prepare("INSERT INTO symbols(pc, function, file, line, module_id) VALUES (?1, ?2, ?3, ?4, ?5)");
     sqlite3_bind_int64(stmt, 1, static_cast<int64_t>(pc));
@@ -221,8 +219,7 @@ class TraceBuilder {
       lookup("event_kinds", i, schema::to_string(static_cast<schema::EventKind>(i)));
     for (int i = 0; i <= schema::kMaxMemoryKind; ++i)
       lookup("memory_kinds", i, schema::to_string(static_cast<schema::MemoryKind>(i)));
-    for (int i = 0; i <= schema::kMaxApi; ++i)
-      lookup("apis", i, schema::to_string(static_cast<schema::Api>(i)));
+    for (int i = 0; i <= schema::kMaxApi; ++i) lookup("apis", i, schema::to_string(static_cast<schema::Api>(i)));
     for (int i = 1; i <= schema::kMaxSource; ++i)
       lookup("sources", i, schema::to_string(static_cast<schema::Source>(i)));
     commit();
@@ -260,8 +257,7 @@ class TraceBuilder {
   }
 
   // Integers bind to ?1..?n, then texts to the following indexes.
-  void run(const std::string& sql, const std::vector<int64_t>& ints,
-           const std::vector<std::string>& texts = {}) {
+  void run(const std::string& sql, const std::vector<int64_t>& ints, const std::vector<std::string>& texts = {}) {
     sqlite3_stmt* stmt = prepare(sql);
     int index = 1;
     for (int64_t value : ints) sqlite3_bind_int64(stmt, index++, value);

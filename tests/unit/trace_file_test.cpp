@@ -33,8 +33,7 @@ void expect_trace_error(const std::string& path, const std::string& also_mention
   ASSERT_FALSE(message.empty()) << path << " was read as a trace";
   EXPECT_NE(message.find(path), std::string::npos) << "message does not name the file: " << message;
   if (!also_mentions.empty()) {
-    EXPECT_NE(message.find(also_mentions), std::string::npos)
-        << "message lacks '" << also_mentions << "': " << message;
+    EXPECT_NE(message.find(also_mentions), std::string::npos) << "message lacks '" << also_mentions << "': " << message;
   }
 }
 

@@ -1,14 +1,14 @@
-// run --verify's cross-check (analysis/model/verify.h): the matching on its own, then whole traces where both driver-level
-// backends recorded, as `run --verify` writes them: every figure counts each allocation once, a missing event is
-// found and named by its backend, call, size and stack, and the report says so first.
+// run --verify's cross-check (analysis/model/verify.h): the matching on its own, then whole traces where both
+// driver-level backends recorded, as `run --verify` writes them: every figure counts each allocation once, a missing
+// event is found and named by its backend, call, size and stack, and the report says so first.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
-#include "analysis/render/render.h"
 #include "analysis/model/verify.h"
 #include "analysis/read/events.h"
+#include "analysis/render/render.h"
 #include "trace_builder.h"
 
 namespace gmt::analysis {
@@ -51,11 +51,16 @@ std::vector<CheckedEvent> numbered(std::vector<CheckedEvent> events) {
 std::vector<CheckedEvent> both_backends_agree() {
   const bool hooks = true, cupti = false;
   return numbered({
-      event(cupti, EventKind::Alloc, 0xA000, 4096), event(hooks, EventKind::Alloc, 0xA000, 4096),
-      event(cupti, EventKind::Alloc, 0xB000, 8192), event(hooks, EventKind::Alloc, 0xB000, 8192),
-      event(hooks, EventKind::Free, 0xA000, 0), event(cupti, EventKind::Free, 0xA000, 0),
-      event(cupti, EventKind::Alloc, 0xA000, 4096), event(hooks, EventKind::Alloc, 0xA000, 4096),
-      event(hooks, EventKind::Free, 0xB000, 0), event(cupti, EventKind::Free, 0xB000, 0),
+      event(cupti, EventKind::Alloc, 0xA000, 4096),
+      event(hooks, EventKind::Alloc, 0xA000, 4096),
+      event(cupti, EventKind::Alloc, 0xB000, 8192),
+      event(hooks, EventKind::Alloc, 0xB000, 8192),
+      event(hooks, EventKind::Free, 0xA000, 0),
+      event(cupti, EventKind::Free, 0xA000, 0),
+      event(cupti, EventKind::Alloc, 0xA000, 4096),
+      event(hooks, EventKind::Alloc, 0xA000, 4096),
+      event(hooks, EventKind::Free, 0xB000, 0),
+      event(cupti, EventKind::Free, 0xB000, 0),
   });
 }
 
@@ -98,9 +103,11 @@ TEST(VerifyMatch, TheCallThatWasMissedIsTheOneNamed) {
   // left, not the third call's (which a pairing by key alone, oldest first, would leave instead).
   const bool hooks = true, cupti = false;
   std::vector<CheckedEvent> events = numbered({
-      event(cupti, EventKind::Alloc, 0xA000, 4096), event(hooks, EventKind::Alloc, 0xA000, 4096),
+      event(cupti, EventKind::Alloc, 0xA000, 4096),
+      event(hooks, EventKind::Alloc, 0xA000, 4096),
       event(hooks, EventKind::Alloc, 0xA000, 4096),  // id 3: CUPTI's record of this call is missing
-      event(cupti, EventKind::Alloc, 0xA000, 4096), event(hooks, EventKind::Alloc, 0xA000, 4096),
+      event(cupti, EventKind::Alloc, 0xA000, 4096),
+      event(hooks, EventKind::Alloc, 0xA000, 4096),
   });
   MatchResult result = match_events(events);
   EXPECT_EQ(result.matched, 2u);
@@ -125,8 +132,8 @@ TEST(VerifyMatch, RecordsPairOnlyInTheOrderTheBackendsWriteThem) {
 TEST(VerifyMatch, PairsNeedTheSameThreadSizeKindAndAddress) {
   const bool hooks = true, cupti = false;
   auto unpaired = [](std::vector<CheckedEvent> events) { return match_events(numbered(events)).unmatched.size(); };
-  EXPECT_EQ(unpaired({event(cupti, EventKind::Alloc, 0xA000, 4096, 7), event(hooks, EventKind::Alloc, 0xA000, 4096, 8)}),
-            2u);
+  EXPECT_EQ(
+      unpaired({event(cupti, EventKind::Alloc, 0xA000, 4096, 7), event(hooks, EventKind::Alloc, 0xA000, 4096, 8)}), 2u);
   EXPECT_EQ(unpaired({event(cupti, EventKind::Alloc, 0xA000, 4096), event(hooks, EventKind::Alloc, 0xA000, 2048)}), 2u);
   EXPECT_EQ(unpaired({event(cupti, EventKind::Alloc, 0xA000, 4096), event(hooks, EventKind::Alloc, 0xA800, 4096)}), 2u);
   EXPECT_EQ(unpaired({event(cupti, EventKind::Free, 0xA000, 0), event(hooks, EventKind::Alloc, 0xA000, 0)}), 2u);
@@ -171,8 +178,11 @@ struct VerifyTrace {
       builder.event(row);
     };
     auto both_free = [&](int64_t time, int64_t address) {
-      EventRow row{.time_ns = time, .kind = EventKind::Free, .api = static_cast<int64_t>(Api::cudaFree),
-                   .address = address, .source = kHooks};
+      EventRow row{.time_ns = time,
+                   .kind = EventKind::Free,
+                   .api = static_cast<int64_t>(Api::cudaFree),
+                   .address = address,
+                   .source = kHooks};
       builder.event(row);
       row.source = kCupti;
       builder.event(row);
@@ -244,8 +254,9 @@ TEST(VerifyTrace, AnAllocationOnlyOneBackendSawIsNamedFirstInTheReport) {
   const size_t section = text.find("Cross-check (run --verify): 1 event seen by only one backend\n");
   ASSERT_NE(section, std::string::npos) << text;
   EXPECT_LT(section, text.find("\nTotals\n")) << "the disagreement leads the report";
-  EXPECT_NE(text.find("  only hooks saw: 1 allocation (cudaMalloc, device), 1.00 MiB (1048576 B), first at 200 ns (event "),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("  only hooks saw: 1 allocation (cudaMalloc, device), 1.00 MiB (1048576 B), first at 200 ns (event "),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("    at train_step app.cu:40"), std::string::npos) << text;
   nlohmann::json json = nlohmann::json::parse(render_json(report, RenderOptions{}));

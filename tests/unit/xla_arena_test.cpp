@@ -3,10 +3,10 @@
 // the verdict says nothing about JAX's buffers inside; XLA's buffers allocated one by one stay leaks.
 #include <gtest/gtest.h>
 
+#include "analysis/format.h"
 #include "analysis/model/allocators.h"
 #include "analysis/model/analyze.h"
 #include "analysis/model/findings.h"
-#include "analysis/format.h"
 #include "analysis/model/report.h"
 #include "analysis/render/render.h"
 #include "trace_builder.h"

@@ -70,18 +70,24 @@ int mixed(int depth);
 __attribute__((noinline)) int recurse(int depth, int salt) {
   volatile char pad[64];
   pad[depth % 64] = static_cast<char>(salt);
-  if (depth == 0) leaf();
-  else if (t_mixed) mixed(depth - 1);
-  else recurse(depth - 1, salt + pad[depth % 64]);
+  if (depth == 0)
+    leaf();
+  else if (t_mixed)
+    mixed(depth - 1);
+  else
+    recurse(depth - 1, salt + pad[depth % 64]);
   return pad[0];
 }
 
 // Frame-pointer code: CFA = rbp + 16 after the prologue.
 __attribute__((noinline, optimize("no-omit-frame-pointer"))) int with_frame_pointer(int depth) {
   volatile int keep = depth;
-  if (depth == 0) leaf();
-  else if (t_mixed) mixed(depth - 1);
-  else with_frame_pointer(depth - 1);
+  if (depth == 0)
+    leaf();
+  else if (t_mixed)
+    mixed(depth - 1);
+  else
+    with_frame_pointer(depth - 1);
   return keep;
 }
 
@@ -90,9 +96,12 @@ __attribute__((noinline)) int with_alloca(int depth, size_t bytes) {
   auto* buffer = static_cast<volatile char*>(__builtin_alloca(bytes));
   buffer[0] = static_cast<char>(depth);
   buffer[bytes - 1] = 1;
-  if (depth == 0) leaf();
-  else if (t_mixed) mixed(depth - 1);
-  else with_alloca(depth - 1, bytes * 3 + 8);
+  if (depth == 0)
+    leaf();
+  else if (t_mixed)
+    mixed(depth - 1);
+  else
+    with_alloca(depth - 1, bytes * 3 + 8);
   return buffer[0] + buffer[bytes - 1];
 }
 
@@ -100,9 +109,12 @@ __attribute__((noinline)) int with_alloca(int depth, size_t bytes) {
 __attribute__((noinline)) int with_aligned_local(int depth) {
   alignas(64) volatile char block[256];
   block[depth] = 1;
-  if (depth == 0) leaf();
-  else if (t_mixed) mixed(depth - 1);
-  else with_aligned_local(depth - 1);
+  if (depth == 0)
+    leaf();
+  else if (t_mixed)
+    mixed(depth - 1);
+  else
+    with_aligned_local(depth - 1);
   return block[depth];
 }
 
@@ -113,9 +125,12 @@ __attribute__((noinline)) int with_realigned_entry(int depth) {
   auto* extra = static_cast<volatile char*>(__builtin_alloca(16 + depth));
   block[depth] = 2;
   extra[0] = 1;
-  if (depth == 0) leaf();
-  else if (t_mixed) mixed(depth - 1);
-  else with_realigned_entry(depth - 1);
+  if (depth == 0)
+    leaf();
+  else if (t_mixed)
+    mixed(depth - 1);
+  else
+    with_realigned_entry(depth - 1);
   return block[depth] + extra[0];
 }
 

@@ -33,7 +33,7 @@ class FixtureAllocator final : public CUDAAllocator {
   size_t allocate(size_t size) {
     std::lock_guard lock(mutex_);
     size = (size + 511) / 512 * 512;  // PyTorch rounds to 512 bytes
-    if (!segment_traced_) {  // PyTorch takes its first segment at the first allocation, not at init
+    if (!segment_traced_) {           // PyTorch takes its first segment at the first allocation, not at init
       segment_traced_ = true;
       trace(TraceEntry::SEGMENT_ALLOC, segment_base_, segment_size_);
     }
