@@ -4,11 +4,12 @@
 set -euo pipefail
 
 # clang and libclang-rt-dev: libFuzzer, for the fuzz tests (tests/fuzz; they skip without it).
+# clang-format: the layout check of scripts/test.sh (scripts/check-format.sh; version 14, Debian 12's).
 # chromium: renders the HTML report headless in tests/html and bench/html_report.py (they skip without it).
 packages=(cmake ninja-build g++ python3
           libsqlite3-dev sqlite3 libfmt-dev libcli11-dev nlohmann-json3-dev
           libunwind-dev libdw-dev libelf-dev libgtest-dev
-          clang libclang-rt-dev
+          clang libclang-rt-dev clang-format
           chromium)
 
 missing=()
