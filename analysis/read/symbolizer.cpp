@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,14 @@ struct Module {
   bool cu_ranges_built = false;
   std::vector<CuRange> cu_ranges;
   Dwarf_Addr dwarf_bias = 0;
+  // Per CU (by its DIE offset), the address ranges of its outermost inlined call sites (see
+  // outermost_inline_call_site), sorted by start, collected on first need.
+  struct InlineSite {
+    Dwarf_Addr low, high;  // DWARF addresses
+    std::string file;      // DW_AT_call_file, as the line table names it
+    int64_t line;          // DW_AT_call_line
+  };
+  std::unordered_map<Dwarf_Off, std::vector<InlineSite>> inline_sites;
   // The function-name reuse (see function_name), built on first need.
   bool symbol_bounds_built = false;
   std::vector<uint64_t> symbol_bounds;  // every symbol's start and end address, sorted
@@ -175,8 +184,9 @@ std::string demangle(const char* name) {
 // dwfl_module_getsrc finds the CU through .debug_aranges only (so in elfutils 0.188; newer releases may
 // fall back themselves), and clang emits no .debug_aranges unless given -gdwarf-aranges: clang-built code
 // would get no lines at all. So, when it finds nothing, look the CU up by its own DW_AT_low_pc/high_pc or
-// DW_AT_ranges, indexed once per module.
-Dwarf_Line* cu_line(Module& module, uint64_t address) {
+// DW_AT_ranges, indexed once per module. Returns the CU's DIE and sets *dwarf_address (address without the bias);
+// nullptr when no CU holds the address.
+Dwarf_Die* cu_holding(Module& module, uint64_t address, Dwarf_Addr* dwarf_address) {
   if (!module.cu_ranges_built) {
     module.cu_ranges_built = true;
     Dwarf* dwarf = dwfl_module_getdwarf(module.dwfl_module, &module.dwarf_bias);
@@ -194,11 +204,76 @@ Dwarf_Line* cu_line(Module& module, uint64_t address) {
     std::sort(module.cu_ranges.begin(), module.cu_ranges.end(),
               [](const Module::CuRange& a, const Module::CuRange& b) { return a.low < b.low; });
   }
-  Dwarf_Addr dwarf_address = address - module.dwarf_bias;
-  auto it = std::upper_bound(module.cu_ranges.begin(), module.cu_ranges.end(), dwarf_address,
+  *dwarf_address = address - module.dwarf_bias;
+  auto it = std::upper_bound(module.cu_ranges.begin(), module.cu_ranges.end(), *dwarf_address,
                              [](Dwarf_Addr value, const Module::CuRange& range) { return value < range.low; });
-  if (it == module.cu_ranges.begin() || dwarf_address >= std::prev(it)->high) return nullptr;
-  return dwarf_getsrc_die(&std::prev(it)->cu, dwarf_address);
+  if (it == module.cu_ranges.begin() || *dwarf_address >= std::prev(it)->high) return nullptr;
+  return &std::prev(it)->cu;
+}
+
+Dwarf_Line* cu_line(Module& module, uint64_t address) {
+  Dwarf_Addr dwarf_address = 0;
+  Dwarf_Die* cu = cu_holding(module, address, &dwarf_address);
+  return cu != nullptr ? dwarf_getsrc_die(cu, dwarf_address) : nullptr;
+}
+
+// The code at an address may be inlined from another function (a header's, a library template's): the line
+// table then gives the innermost inlined code's line, e.g. a line of nvtxExtImplMem_v1.h, while `function` is
+// the ELF symbol, the physical function it was inlined into. The frame is the physical function's, so its line
+// is the outermost inlined call site's (DW_AT_call_file/DW_AT_call_line of the outermost
+// DW_TAG_inlined_subroutine holding the address): where that function's own code made the call.
+//
+// dwarf_getscopes answers that per address by walking the CU's DIE tree each time (4 ms per pc in a large test
+// binary), so each CU's outermost inlined call sites are collected once, in one walk, and looked up by address.
+void collect_inline_sites(Dwarf_Die* die, Dwarf_Files* files, size_t file_count,
+                          std::vector<Module::InlineSite>& sites) {
+  Dwarf_Die child;
+  if (dwarf_child(die, &child) != 0) return;
+  do {
+    if (dwarf_tag(&child) != DW_TAG_inlined_subroutine) {
+      collect_inline_sites(&child, files, file_count, sites);  // functions, lexical blocks: look inside
+      continue;
+    }
+    // An outermost one: the ones inside it are further from the physical function, not looked at.
+    Dwarf_Attribute attribute;
+    Dwarf_Word file_index = 0, line = 0;
+    if (dwarf_attr(&child, DW_AT_call_file, &attribute) == nullptr || dwarf_formudata(&attribute, &file_index) != 0 ||
+        dwarf_attr(&child, DW_AT_call_line, &attribute) == nullptr || dwarf_formudata(&attribute, &line) != 0 ||
+        line == 0 || file_index >= file_count) {
+      continue;
+    }
+    const char* file = dwarf_filesrc(files, file_index, nullptr, nullptr);
+    if (file == nullptr || *file == '\0') continue;
+    Dwarf_Addr base = 0, low = 0, high = 0;
+    for (ptrdiff_t offset = 0; (offset = dwarf_ranges(&child, offset, &base, &low, &high)) > 0;) {
+      if (low < high) sites.push_back({low, high, file, static_cast<int64_t>(line)});
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+std::optional<std::pair<std::string, int64_t>> outermost_inline_call_site(Module& module, uint64_t address) {
+  Dwarf_Addr bias = 0;
+  Dwarf_Addr dwarf_address = 0;
+  Dwarf_Die* cu = dwfl_module_addrdie(module.dwfl_module, address, &bias);
+  if (cu != nullptr) {
+    dwarf_address = address - bias;
+  } else {
+    cu = cu_holding(module, address, &dwarf_address);
+    if (cu == nullptr) return std::nullopt;
+  }
+  auto [entry, inserted] = module.inline_sites.try_emplace(dwarf_dieoffset(cu));
+  std::vector<Module::InlineSite>& sites = entry->second;
+  if (inserted) {
+    Dwarf_Files* files = nullptr;
+    size_t file_count = 0;
+    if (dwarf_getsrcfiles(cu, &files, &file_count) == 0) collect_inline_sites(cu, files, file_count, sites);
+    std::sort(sites.begin(), sites.end(),
+              [](const Module::InlineSite& a, const Module::InlineSite& b) { return a.low < b.low; });
+  }
+  auto it = std::upper_bound(sites.begin(), sites.end(), dwarf_address,
+                             [](Dwarf_Addr value, const Module::InlineSite& site) { return value < site.low; });
+  if (it == sites.begin() || dwarf_address >= std::prev(it)->high) return std::nullopt;
+  return std::make_pair(std::prev(it)->file, std::prev(it)->line);
 }
 
 struct Symbol {
@@ -207,14 +282,6 @@ struct Symbol {
   std::optional<int64_t> line;
 };
 
-// address is already pc - 1: a return address points after the call, possibly into the next line or
-// even the next function, while pc - 1 lies inside the call instruction.
-//
-// Left out in this version: inline frames. The function is the ELF symbol, i.e. the outermost (physical)
-// function, while dwfl_module_getsrc gives the line of the innermost code at the address, which may belong
-// to a function inlined into it (then file:line points into e.g. a header, not into `function`). Walking
-// dwarf_getscopes for DW_TAG_inlined_subroutine would give the inline chain and its call sites, but one
-// symbols row per pc has room for only one frame.
 // Every symbol's start and end (the addresses libdw compares, i.e. with the module's bias): the points where the
 // set of symbols holding an address can change.
 void build_symbol_bounds(Module& module) {
@@ -260,6 +327,8 @@ std::optional<std::string> function_name(Module& module, uint64_t address) {
   return last.name;
 }
 
+// address is already pc - 1: a return address points after the call, possibly into the next line or
+// even the next function, while pc - 1 lies inside the call instruction.
 Symbol lookup(Module& module, uint64_t address) {
   Dwfl_Module* mod = module.dwfl_module;
   Symbol symbol;
@@ -280,6 +349,12 @@ Symbol lookup(Module& module, uint64_t address) {
   if (file != nullptr && *file != '\0' && line_number > 0) {
     symbol.file = file;
     symbol.line = line_number;
+    // One symbols row per pc has room for one frame: the physical function's, at its own line (the inline chain
+    // in between is not kept).
+    if (auto site = outermost_inline_call_site(module, address)) {
+      symbol.file = std::move(site->first);
+      symbol.line = site->second;
+    }
   }
   return symbol;
 }

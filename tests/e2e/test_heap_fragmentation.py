@@ -39,13 +39,12 @@ class HeapFragmentationTest(TraceDirTestCase):
         cls.workdir.tearDown()
 
     def assert_names_site(self, group, function, marker):
-        """The group's stack names `function` at its marked line (or, where NVTX's call is inlined at -O2, inside
-        NVTX's header), and that frame is the user's frame the report shows."""
+        """The group's stack names `function` at its marked line (also where NVTX's call is inlined into it at -O2:
+        the frame is the function's, so the line is its call site, not NVTX's header), and that frame is the user's
+        frame the report shows."""
         [frame] = frames_named(group, function)[:1]
-        if frame["file"].endswith("nvtx_heap.cu"):
-            self.assertEqual(frame["line"], marker_line("nvtx_heap.cu", marker))
-        else:
-            self.assertTrue(frame["file"].endswith("nvtxExtImplMem_v1.h"), frame["file"])
+        self.assertTrue(frame["file"].endswith("nvtx_heap.cu"), frame["file"])
+        self.assertEqual(frame["line"], marker_line("nvtx_heap.cu", marker))
         self.assertIn(function + "(", group["user_frame"])  # "(anonymous namespace)::keep_region(...) ..."
         self.assertIn(f"{frame['file'].rsplit('/', 1)[-1]}:{frame['line']}", group["user_frame"])
 

@@ -25,6 +25,7 @@
 
 #include "analysis/read/trace_file.h"
 #include "schema/trace_schema.h"
+#include "symbolizer_inline_fixture.h"
 
 // GCC may clone a noinline function (constprop/isra), which would change its symbol; noclone stops that.
 #if defined(__clang__)
@@ -42,6 +43,14 @@ GMT_TEST_NOINLINE void* leaf_caller(int* line) {
   *line = __LINE__ + 1;
   void* pc = leaf();
   asm volatile("" ::: "memory");  // keeps the call out of tail position, so it stays a call
+  return pc;
+}
+
+// Returns a pc inside code inlined from symbolizer_inline_fixture.h into this function, at the line in *line.
+GMT_TEST_NOINLINE void* inline_caller(int* line) {
+  *line = __LINE__ + 1;
+  void* pc = inlined_leaf_call();
+  asm volatile("" ::: "memory");
   return pc;
 }
 
@@ -231,6 +240,22 @@ TEST_F(SymbolizerTest, ResolvesOwnFunctionsAndLines) {
   ASSERT_TRUE(c->file);
   EXPECT_EQ(fs::path(*c->file).filename(), "symbolizer_test.cpp");
   EXPECT_EQ(c->line, c_line);
+}
+
+// A pc in code inlined from a header: the function is the physical one (inline_caller), so the file and line
+// must be its own, where it calls the inlined function, not the header's line inside it.
+TEST_F(SymbolizerTest, InlinedCodeIsNamedAtTheCallersLine) {
+  int line = 0;
+  auto pc = reinterpret_cast<uint64_t>(gmt_symbolizer_fixture::inline_caller(&line));
+  add_module(main_executable());
+  add_pcs({pc});
+  TraceFile trace = TraceFile::open(path_, OpenMode::ReadWrite);
+  symbolize_trace(trace);
+  auto row = symbol(trace, pc);
+  ASSERT_TRUE(row && row->function && row->file);
+  EXPECT_NE(row->function->find("gmt_symbolizer_fixture::inline_caller"), std::string::npos) << *row->function;
+  EXPECT_EQ(fs::path(*row->file).filename(), "symbolizer_test.cpp") << *row->file << ":" << row->line.value_or(0);
+  EXPECT_EQ(row->line, line);
 }
 
 TEST_F(SymbolizerTest, PcInNoModuleGetsNullFunctionAndModule) {
