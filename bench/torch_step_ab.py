@@ -33,10 +33,12 @@ import ctypes
 import json
 import math
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -71,6 +73,32 @@ def summary(costs):
     return {"median": statistics.median(costs), "mean": mean, "ci95": half_width, "pairs": len(costs)}
 
 
+def thread_cpu_ns():
+    """CPU time (ns, /proc's schedstat) of every thread of this process, by thread id: (name, ns)."""
+    threads = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as stat, open(f"/proc/self/task/{tid}/comm") as comm:
+                threads[tid] = (comm.read().strip(), int(stat.read().split()[0]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return threads
+
+
+def thread_group(tid, name, main_tid):
+    """Whose CPU a thread's is: the app's main thread, our writer, or the process's other threads (PyTorch's
+    autograd worker, its pools, our sampler)."""
+    if tid == main_tid:
+        return "main"
+    return "writer" if name == "gmt-writer" else "other"
+
+
+def add_cpu(totals, before, after, main_tid):
+    for tid, (name, ns) in after.items():
+        group = thread_group(tid, name, main_tid)
+        totals[group] = totals.get(group, 0) + ns - before.get(tid, (name, 0))[1]
+
+
 def worker(mode, blocks, block_steps, batch):
     pin_to_cores()
     import torch
@@ -84,16 +112,20 @@ def worker(mode, blocks, block_steps, batch):
             step()
         on_blocks, off_blocks = [], []
         host_on, host_off = [], []  # the same for the host's part of the step
+        cpu_on, cpu_off = {}, {}  # CPU ns by thread group (thread_group), summed over each arm's timed steps
+        main_tid = str(threading.get_native_id())
         for block in range(blocks):
             on = recording_on_in(block)
             switch(on)
             step()  # untimed: whatever switching itself costs is not in the block
             times, host_times = [], []
+            cpu_before = thread_cpu_ns()
             for _ in range(block_steps):
                 start = time.perf_counter()
                 step()
                 times.append(time.perf_counter() - start)
                 host_times.append(host_done[-1] - start)
+            add_cpu(cpu_on if on else cpu_off, cpu_before, thread_cpu_ns(), main_tid)
             (on_blocks if on else off_blocks).append(statistics.median(times) * 1e3)
             (host_on if on else host_off).append(statistics.median(host_times) * 1e3)
         switch(True)
@@ -103,6 +135,11 @@ def worker(mode, blocks, block_steps, batch):
         # of hook work shows in the step; while it stays below, the GPU hides it.
         result[name]["host_off_ms"] = statistics.median(host_off)
         result[name]["host_on_ms"] = statistics.median(host_on)
+        # CPU per step of each thread group, per arm: where the host time goes (the writer and the app's threads
+        # share the process's cores).
+        steps_per_arm = block_steps * (blocks // 2)
+        for arm, cpu in (("on", cpu_on), ("off", cpu_off)):
+            result[name][f"cpu_{arm}_ms"] = {group: ns / 1e6 / steps_per_arm for group, ns in sorted(cpu.items())}
     print(json.dumps(result), flush=True)
 
 
@@ -126,6 +163,17 @@ def check_pauses(trace, blocks):
     expected = expected_pauses(blocks)
     if meta.get("recording_pauses") != str(expected):
         raise SystemExit(f"{trace}: meta.recording_pauses = {meta.get('recording_pauses')}, expected {expected}")
+
+
+def self_cost_note(trace):
+    """The recorder's own time per event as the trace states it (recorder/self_cost.h), if it does."""
+    if not os.path.exists(trace):
+        return ""
+    with sqlite3.connect(trace) as db:
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'self_cost_%'").fetchall())
+    parts = [f"{kind} {meta[f'self_cost_{kind}_ns_per_event']} ns/event ({meta[f'self_cost_{kind}_events_timed']} timed)"
+             for kind in ("cuda", "block") if f"self_cost_{kind}_ns_per_event" in meta]
+    return "; recorder's own time: " + ", ".join(parts) if parts else ""
 
 
 def option(args, name, default):
@@ -185,6 +233,11 @@ def main():
                   f"{infer['median']:+16.3f}% {infer['mean']:+10.3f}+-{infer['ci95']:.3f}% {per_step:>12} "
                   f"{train['host_off_ms']:8.3f}/{train['host_on_ms']:.3f} ms "
                   f"{infer['host_off_ms']:8.3f}/{infer['host_on_ms']:.3f} ms", flush=True)
+            print(f"{'':20} CPU ms per step by thread, off -> on: " + "; ".join(
+                f"{phase} " + ", ".join(f"{group} {measured[phase]['cpu_off_ms'].get(group, 0):.2f} -> "
+                                        f"{measured[phase]['cpu_on_ms'].get(group, 0):.2f}"
+                                        for group in ("main", "writer", "other"))
+                for phase in ("train", "infer")) + self_cost_note(trace), flush=True)
 
 
 if __name__ == "__main__":

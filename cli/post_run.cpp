@@ -89,6 +89,42 @@ static void print_findings_summary(const analysis::Report& report) {
   if (findings.size() > kShown) fmt::print(stderr, "    ... {} more in the report\n", findings.size() - kShown);
 }
 
+// "1.23M", "45.6k", "789": a rate for the summary line.
+static std::string short_count(double value) {
+  if (value >= 1e6) return fmt::format("{:.2f}M", value / 1e6);
+  if (value >= 1e4) return fmt::format("{:.1f}k", value / 1e3);
+  return fmt::format("{:.0f}", value);
+}
+
+// What the profiler cost this run: events per second, and its own time per event on the app's threads as the
+// recorder measured it (recorder/self_cost.h), so that a user sees the cost on their own program.
+static void print_cost_summary(const analysis::Report& report) {
+  const analysis::TraceInfo& trace = report.trace;
+  std::string line = fmt::format("  recorded {} events", trace.event_count);
+  if (trace.duration_ns > 0) {
+    const double per_second = static_cast<double>(trace.event_count) * 1e9 / static_cast<double>(trace.duration_ns);
+    line +=
+        fmt::format(" in {} ({} per second)", analysis::format_duration(trace.duration_ns), short_count(per_second));
+  }
+  std::vector<std::string> costs;
+  if (trace.self_cost_block) {
+    costs.push_back(
+        fmt::format("{:.2f} us per tensor event", static_cast<double>(trace.self_cost_block->ns_per_event) / 1e3));
+  }
+  if (trace.self_cost_cuda) {
+    costs.push_back(
+        fmt::format("{:.2f} us per CUDA-level event", static_cast<double>(trace.self_cost_cuda->ns_per_event) / 1e3));
+  }
+  if (!costs.empty()) {
+    line += "; gpumemtrace's own time on your threads: " + costs[0];
+    if (costs.size() > 1) line += ", " + costs[1];
+    const uint64_t timed = (trace.self_cost_block ? trace.self_cost_block->events_timed : 0) +
+                           (trace.self_cost_cuda ? trace.self_cost_cuda->events_timed : 0);
+    line += fmt::format(" (measured on {} event{})", timed, timed == 1 ? "" : "s");
+  }
+  fmt::print(stderr, "{}\n", line);
+}
+
 bool print_run_summary(const std::string& path) {
   try {
     auto trace = analysis::TraceFile::open(path);
@@ -122,6 +158,7 @@ bool print_run_summary(const std::string& path) {
       fmt::print(stderr, "  warning: {}\n", analysis::frees_after_close_text(report.trace));
     }
     print_cross_check_summary(report);
+    print_cost_summary(report);
     fmt::print(stderr, "  details: gpumemtrace report {}\n", path);
     return true;
   } catch (const analysis::TraceError& e) {

@@ -13,12 +13,17 @@
 // exported API) keeps the outer one's stack, which is the app's.
 #pragma once
 
+#include "recorder/event_clock.h"
+#include "recorder/self_cost.h"
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
 
 namespace gmt::recorder {
 
 inline thread_local const RawStack* t_caller_stack __attribute__((tls_model("initial-exec"))) = nullptr;
+// While t_caller_stack is set: whether its owner chose this call for the self-cost sample (recorder/self_cost.h),
+// and then how long its capture took (at least 1). record() adds its own time to it for the events of this call.
+inline thread_local uint64_t t_caller_capture_ns __attribute__((tls_model("initial-exec"))) = 0;
 
 class CallerStack {
  public:
@@ -26,12 +31,18 @@ class CallerStack {
   // call for a driver-level backend and is not nested in our own code).
   explicit CallerStack(bool wanted) {
     if (!wanted || t_caller_stack != nullptr || !settings().take_stacks) return;
-    capture_stack(stack_);
+    if (self_cost_sample_this_event()) {
+      const uint64_t start = event_time_ns();
+      capture_stack(stack_);
+      t_caller_capture_ns = event_time_ns() - start + 1;
+    } else {
+      capture_stack(stack_);
+    }
     t_caller_stack = &stack_;
     owner_ = true;
   }
   ~CallerStack() {
-    if (owner_) t_caller_stack = nullptr;
+    if (owner_) t_caller_stack = nullptr, t_caller_capture_ns = 0;
   }
   CallerStack(const CallerStack&) = delete;
   CallerStack& operator=(const CallerStack&) = delete;

@@ -14,6 +14,7 @@
 #include "recorder/event_counting.h"
 #include "recorder/guard.h"
 #include "recorder/recorder_state.h"
+#include "recorder/self_cost.h"
 #include "recorder/settings.h"
 
 namespace gmt::recorder {
@@ -100,7 +101,7 @@ GMT_COLD ThreadBuffer* register_this_thread(Recorder& r) {
   return buffer;
 }
 
-GMT_COLD uint32_t intern_new_stack(Recorder& r, const RawStack& stack, uint64_t hash) {
+GMT_COLD StackTable::Interned intern_new_stack(Recorder& r, const RawStack& stack, uint64_t hash) {
   StackTable::Interned interned;
   {
     yield_to_fork(r);
@@ -109,6 +110,19 @@ GMT_COLD uint32_t intern_new_stack(Recorder& r, const RawStack& stack, uint64_t 
     interned = r.stacks.intern(stack, hash);
   }
   remember_stack_id(r.stacks, stack, hash, interned);
+  return interned;
+}
+
+// The id of a stack: known already when the stack memo answered (recorder/stacks.h), else found in this thread's
+// cache or interned; then kept in the memo entry the capture named.
+GMT_HOT uint32_t stack_id_of(Recorder& r, const RawStack& stack) {
+  if (stack.known_id != 0 && stack.known_table == &r.stacks) return stack.known_id;
+  uint64_t hash = 0;
+  StackTable::Interned interned;
+  interned.id = cached_stack_id(r.stacks, stack, hash, &interned.pcs);
+  if (stack.depth > 0 && interned.id == 0) interned = intern_new_stack(r, stack, hash);
+  if (stack.memo_slot != 0) remember_in_stack_memo(r.stacks, stack, interned);
+  if (stack.check_memo_id != 0) note_stack_memo_mismatch(stack.check_memo_id, interned.id);
   return interned.id;
 }
 
@@ -170,7 +184,27 @@ size_t thread_buffers_in_use() {
   return g_recorder->buffers.buffers_in_use_locked();
 }
 
+namespace {
+void record_event(EventRecord& event, bool take_stack);
+}  // namespace
+
+// One event in kSelfCostSampleEvery is timed (recorder/self_cost.h): the events of a hook that took the caller's
+// stack follow that stack's choice, and their time includes its capture.
 GMT_HOT void record(EventRecord& event, bool take_stack) {
+  const bool under_caller_stack = take_stack && t_caller_stack != nullptr;
+  if (under_caller_stack ? t_caller_capture_ns == 0 : !self_cost_sample_this_event())
+    return record_event(event, take_stack);
+  const uint64_t start = event_time_ns();
+  record_event(event, take_stack);
+  const uint64_t spent = event_time_ns() - start + (under_caller_stack ? t_caller_capture_ns - 1 : 0);
+  const bool block =
+      event.memory_kind == schema::MemoryKind::TensorBlock || event.memory_kind == schema::MemoryKind::HeapBlock;
+  add_self_cost_sample(block ? CostedKind::Block : CostedKind::Cuda, spent);
+}
+
+namespace {
+
+GMT_HOT void record_event(EventRecord& event, bool take_stack) {
   if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();  // a hook before our constructor
   Recorder& r = *g_recorder;
   if (r.disabled.load(std::memory_order_relaxed)) {
@@ -199,11 +233,7 @@ GMT_HOT void record(EventRecord& event, bool take_stack) {
   }
 
   // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.
-  if (stack) {
-    uint64_t hash = 0;
-    event.stack_id = cached_stack_id(r.stacks, *stack, hash);
-    if (stack->depth > 0 && event.stack_id == 0) event.stack_id = intern_new_stack(r, *stack, hash);
-  }
+  if (stack) event.stack_id = stack_id_of(r, *stack);
   // A thread's events are in time order in its buffer, which the writer's merge relies on. Across threads the
   // merge orders them (recorder/event_buffers.h): a thread stalled between its clock read and here (preempted:
   // 76-214 ms measured on a loaded machine) has its event written with the time of the last one written
@@ -217,6 +247,8 @@ GMT_HOT void record(EventRecord& event, bool take_stack) {
     hand_over_full_chunk(r, *buffer);
   }
 }
+
+}  // namespace
 
 NeverWaitScope::NeverWaitScope() : previous_(t_never_wait) { t_never_wait = true; }
 NeverWaitScope::~NeverWaitScope() { t_never_wait = previous_; }

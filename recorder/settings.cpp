@@ -37,6 +37,7 @@ void load_settings_from_environment() {
   if (const char* v = getenv(env::kEventCounters); v && *v) s.event_counters_path = v;
   if (const char* v = getenv(env::kNoStacks); v && *v == '1') s.take_stacks = false;
   if (const char* v = getenv(env::kFreeStacks); v && *v == '1') s.take_free_stacks = true;
+  if (const char* v = getenv(env::kStackMemo); v && *v == '0') s.stack_memo = false;
   if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;
   if (const char* v = getenv(env::kUnwind); v && *v) {
     if (std::strcmp(v, "libunwind") == 0)

@@ -21,6 +21,7 @@ struct Settings {
   bool take_free_stacks = false;  // only with take_stacks
   bool simulated = false;
   UnwindMode unwind = UnwindMode::Fast;
+  bool stack_memo = true;  // GMT_STACK_MEMO=0 turns the stack memo off (recorder/stacks.h), for comparisons
   bool tsc_event_clock = true;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;

@@ -9,7 +9,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <string>
 
 #include "recorder/cache_hints.h"
 #include "recorder/settings.h"
@@ -86,6 +88,10 @@ constexpr int kWalkFrames = kMaxStackDepth + 8;  // a few more than kept: our ow
 std::atomic<uint64_t> g_libunwind_walks{0};
 std::atomic<uint64_t> g_checked_walks{0};
 std::atomic<uint64_t> g_walk_mismatches{0};
+std::atomic<uint64_t> g_memo_hits{0};
+std::atomic<uint64_t> g_memo_checked{0};
+std::atomic<uint64_t> g_memo_mismatches{0};
+thread_local uint32_t t_memo_hits __attribute__((tls_model("initial-exec"))) = 0;  // not yet in g_memo_hits
 
 // This thread's walks, numbered, and the skipped ranges its last walk was cut by (RawStack::walk).
 thread_local uint64_t t_walks __attribute__((tls_model("initial-exec"))) = 0;
@@ -101,9 +107,9 @@ GMT_HOT int first_frame_outside_skipped_code(void* const* frames, int n) {
 
 // GMT_UNWIND=check: both walkers on this stack. Their first frames differ (two call sites in our code, cut
 // anyway); from the first frame outside our code on they must be equal. libunwind's stack is the one kept.
-GMT_COLD int walk_both_and_compare(void** frames) {
+GMT_COLD int walk_both_and_compare(void** frames, unwind::WalkIdentity& identity) {
   void* fast[kWalkFrames];
-  int n_fast = fast_backtrace(fast, kWalkFrames);
+  int n_fast = fast_backtrace(fast, kWalkFrames, nullptr, &identity);
   int n = unw_backtrace(frames, kWalkFrames);
   if (n_fast < 0) {
     g_libunwind_walks.fetch_add(1, std::memory_order_relaxed);
@@ -114,6 +120,7 @@ GMT_COLD int walk_both_and_compare(void** frames) {
   int first = first_frame_outside_skipped_code(frames, n);
   bool same = n_fast - first_fast == n - first &&
               std::memcmp(fast + first_fast, frames + first, sizeof(void*) * static_cast<size_t>(n - first)) == 0;
+  if (!same) identity = unwind::WalkIdentity{};  // its stored answer is not the stack recorded
   if (!same && g_walk_mismatches.fetch_add(1, std::memory_order_relaxed) == 0) {
     int at = 0;
     while (at < n - first && at < n_fast - first_fast && fast[first_fast + at] == frames[first + at]) ++at;
@@ -127,15 +134,17 @@ GMT_COLD int walk_both_and_compare(void** frames) {
 }
 
 // `same_as_previous`: the fast walker found exactly the return addresses of this thread's previous walk.
-GMT_HOT int walk_stack(void** frames, bool& same_as_previous) {
+// `identity`: the fast walker's stored walk that gave these frames (unwind::WalkIdentity), or none.
+GMT_HOT int walk_stack(void** frames, bool& same_as_previous, unwind::WalkIdentity& identity) {
   same_as_previous = false;
+  identity = unwind::WalkIdentity{};
   switch (settings().unwind) {
     case UnwindMode::Fast: {
-      int n = fast_backtrace(frames, kWalkFrames, &same_as_previous);
+      int n = fast_backtrace(frames, kWalkFrames, &same_as_previous, &identity);
       if (n >= 0) return n;
       break;
     }
-    case UnwindMode::Check: return walk_both_and_compare(frames);
+    case UnwindMode::Check: return walk_both_and_compare(frames, identity);
     case UnwindMode::Libunwind: break;
   }
   g_libunwind_walks.fetch_add(1, std::memory_order_relaxed);
@@ -146,13 +155,71 @@ GMT_HOT int walk_stack(void** frames, bool& same_as_previous) {
 
 StackWalkCounts stack_walk_counts() {
   return {g_libunwind_walks.load(std::memory_order_relaxed), g_checked_walks.load(std::memory_order_relaxed),
-          g_walk_mismatches.load(std::memory_order_relaxed)};
+          g_walk_mismatches.load(std::memory_order_relaxed), g_memo_hits.load(std::memory_order_relaxed),
+          g_memo_checked.load(std::memory_order_relaxed),    g_memo_mismatches.load(std::memory_order_relaxed)};
 }
+
+namespace {
+
+// The stack memo: per thread, per stored walk of the fast walker (unwind::WalkIdentity: the same native frames,
+// found by checking the stack words they depend on rather than by walking), the merged stack's id under up to
+// kStackMemoWays Python chains (unwind::python_chain_key). A stack taken again at the same place with the
+// same Python frames is then neither walked, nor merged, nor hashed: its id is known. Exact as far as the walk's
+// check and the signature are (see both); GMT_UNWIND=check takes every memo answer in full too and counts the
+// differences (meta stack_memo_mismatches).
+struct StackMemoEntry {
+  uint32_t walk_version = 0;    // the stored walk's version it was taken at; 0: empty
+  int32_t skipped_ranges = -1;  // the cut (skip_cuda_library_frames) it was taken with
+  uint64_t python_key = 0;      // unwind::python_chain_key(); 0: no Python frames
+  const StackTable* table = nullptr;
+  const uintptr_t* pcs = nullptr;  // the table's copy (never moves)
+  uint32_t id = 0;                 // 0: not known yet (record() fills it)
+  int32_t depth = 0;
+};
+
+struct StackMemo {
+  StackMemoEntry entries[unwind::kStoredWalks * kStackMemoWays];
+  uint8_t next_victim[unwind::kStoredWalks] = {};
+};
+
+StackMemo* stack_memo_of_this_thread();
+
+GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, int skipped, uint64_t python_key) {
+  StackMemo* memo = stack_memo_of_this_thread();
+  if (!memo) return false;
+  const uint32_t walk_slot = identity.slot - 1;
+  StackMemoEntry* ways = &memo->entries[walk_slot * kStackMemoWays];
+  for (int way = 0; way < kStackMemoWays; ++way) {
+    const StackMemoEntry& e = ways[way];
+    if (e.walk_version != identity.version || e.skipped_ranges != skipped || e.python_key != python_key || e.id == 0) {
+      continue;
+    }
+    stack.depth = e.depth;
+    std::memcpy(stack.pcs, e.pcs, sizeof(uintptr_t) * static_cast<size_t>(e.depth));
+    stack.known_id = e.id;
+    stack.known_table = e.table;
+    if (++t_memo_hits == 64) {
+      g_memo_hits.fetch_add(64, std::memory_order_relaxed);
+      t_memo_hits = 0;
+    }
+    return true;
+  }
+  // Not known: this capture's id goes into the way after the one filled last (record(): remember_in_stack_memo).
+  const uint8_t way = memo->next_victim[walk_slot];
+  memo->next_victim[walk_slot] = static_cast<uint8_t>((way + 1) % kStackMemoWays);
+  ways[way] = StackMemoEntry{identity.version, skipped, python_key, nullptr, nullptr, 0, 0};
+  stack.memo_slot = walk_slot * kStackMemoWays + way + 1;
+  stack.memo_version = identity.version;
+  return false;
+}
+
+}  // namespace
 
 GMT_HOT void capture_stack(RawStack& stack) {
   void* frames[kWalkFrames];
   bool same_pcs = false;
-  int n = walk_stack(frames, same_pcs);
+  unwind::WalkIdentity identity;
+  int n = walk_stack(frames, same_pcs, identity);
   // The cut depends on the skipped ranges too, which grow when a CUDA library is registered later.
   const int skipped = g_skipped_count.load(std::memory_order_acquire);
   const bool same_cut = skipped == t_skipped_ranges_at_last_walk;
@@ -160,12 +227,25 @@ GMT_HOT void capture_stack(RawStack& stack) {
   const uint64_t walk = ++t_walks;
   stack.walk = 0;
   stack.repeats_previous_walk = false;
+  stack.known_id = 0;
+  stack.known_table = nullptr;
+  stack.memo_slot = 0;
+  stack.check_memo_id = 0;
   // The same frames cut by the same ranges are cut at the same place.
   int first = same_pcs && same_cut && t_first_frame_at_last_walk >= 0 ? t_first_frame_at_last_walk
                                                                       : first_frame_outside_skipped_code(frames, n);
   t_first_frame_at_last_walk = first;
-  stack.depth = merge_python_frames(frames + first, n - first, stack.pcs, kMaxStackDepth);
-  if (stack.depth >= 0) return;  // a thread running Python: its eval-loop frames became Python frames
+  if (identity.slot != 0 && settings().stack_memo &&
+      look_up_stack_memo(stack, identity, skipped, unwind::python_chain_key())) {
+    if (settings().unwind != UnwindMode::Check) return;
+    stack.check_memo_id = stack.known_id;  // and take it in full below, to compare (record() does)
+    stack.known_id = 0;
+  }
+  unwind::PythonStack python;
+  if (unwind::read_python_stack(python)) {  // a thread running Python: its eval-loop frames become Python frames
+    stack.depth = unwind::merge_python_frames(python, frames + first, n - first, stack.pcs, kMaxStackDepth);
+    return;
+  }
   stack.depth = std::min(n - first, kMaxStackDepth);
   static_assert(sizeof(uintptr_t) == sizeof(void*));
   std::memcpy(stack.pcs, frames + first, sizeof(uintptr_t) * static_cast<size_t>(stack.depth));
@@ -231,6 +311,7 @@ struct StackCacheEntry {
 constexpr size_t kStackCacheEntries = 128;  // 4 KiB per thread that records stacks
 struct StackCache {
   StackCacheEntry entries[kStackCacheEntries];
+  StackMemo memo;  // ~20 KiB
 };
 
 // The stack id of this thread's last recorded native stack, by walk number (RawStack::walk).
@@ -238,6 +319,7 @@ struct LastStack {
   uint64_t walk = 0;
   const StackTable* table = nullptr;
   uint32_t id = 0;
+  const uintptr_t* pcs = nullptr;  // the table's copy
 };
 thread_local LastStack t_last_stack __attribute__((tls_model("initial-exec")));
 
@@ -268,15 +350,57 @@ StackCache* stack_cache_of_this_thread() {
   return t_stack_cache = cache;
 }
 
+StackMemo* stack_memo_of_this_thread() { return t_stack_cache ? &t_stack_cache->memo : nullptr; }
+
+std::mutex g_memo_examples_mutex;
+std::string g_memo_examples;  // "memo:full,..."
+int g_memo_example_count = 0;
+
 }  // namespace
 
-GMT_HOT uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash) {
+void remember_in_stack_memo(const StackTable& table, const RawStack& stack, StackTable::Interned interned) {
+  StackMemo* memo = stack_memo_of_this_thread();
+  if (!memo || stack.memo_slot == 0 || interned.id == 0) return;
+  StackMemoEntry& e = memo->entries[stack.memo_slot - 1];
+  if (e.walk_version != stack.memo_version) return;  // another capture took the entry meanwhile
+  e.table = &table;
+  e.pcs = interned.pcs;
+  e.depth = stack.depth;
+  e.id = interned.id;
+}
+
+void note_stack_memo_mismatch(uint32_t memo_id, uint32_t full_id) {
+  g_memo_checked.fetch_add(1, std::memory_order_relaxed);
+  if (memo_id == full_id) return;
+  g_memo_mismatches.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lock(g_memo_examples_mutex);
+  if (g_memo_example_count == 16) return;
+  ++g_memo_example_count;
+  g_memo_examples += (g_memo_examples.empty() ? "" : ",") + std::to_string(memo_id) + ":" + std::to_string(full_id);
+}
+
+std::string stack_memo_mismatch_examples() {
+  std::lock_guard lock(g_memo_examples_mutex);
+  return g_memo_examples;
+}
+
+void plant_stale_stack_memo_for_testing(uint32_t id) {
+  StackMemo* memo = stack_memo_of_this_thread();
+  if (!memo) return;
+  for (StackMemoEntry& e : memo->entries) {
+    if (e.id != 0) e.id = id;
+  }
+}
+
+GMT_HOT uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash,
+                                 const uintptr_t** table_pcs) {
   hash = 0;
   if (stack.depth <= 0) return 0;
   LastStack& last = t_last_stack;
   if (stack.walk != 0 && last.table == &table &&
       (last.walk == stack.walk || (stack.repeats_previous_walk && last.walk + 1 == stack.walk))) {
     last.walk = stack.walk;
+    if (table_pcs) *table_pcs = last.pcs;
     return last.id;
   }
   hash = stack_hash(stack);
@@ -285,13 +409,14 @@ GMT_HOT uint32_t cached_stack_id(const StackTable& table, const RawStack& stack,
   const StackCacheEntry& e = cache->entries[hash % kStackCacheEntries];
   if (e.table != &table || e.hash != hash || e.depth != static_cast<uint32_t>(stack.depth)) return 0;
   if (std::memcmp(e.pcs, stack.pcs, e.depth * sizeof(uintptr_t)) != 0) return 0;
-  if (stack.walk != 0) last = LastStack{stack.walk, &table, e.id};
+  if (stack.walk != 0) last = LastStack{stack.walk, &table, e.id, e.pcs};
+  if (table_pcs) *table_pcs = e.pcs;
   return e.id;
 }
 
 void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash, StackTable::Interned interned) {
   if (interned.id == 0) return;
-  if (stack.walk != 0) t_last_stack = LastStack{stack.walk, &table, interned.id};
+  if (stack.walk != 0) t_last_stack = LastStack{stack.walk, &table, interned.id, interned.pcs};
   StackCache* cache = stack_cache_of_this_thread();
   if (!cache) return;
   cache->entries[hash % kStackCacheEntries] =

@@ -4,12 +4,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace gmt::recorder {
 
 inline constexpr int kMaxStackDepth = 64;
+inline constexpr int kStackMemoWays = 2;  // memo entries per stored walk: its stack under two Python chains
 
 struct RawStack {
   uintptr_t pcs[kMaxStackDepth];
@@ -20,6 +22,14 @@ struct RawStack {
   // hashing and comparing the stack again.
   uint64_t walk = 0;
   bool repeats_previous_walk = false;
+  // The stack memo (capture_stack): a stack that this thread took before at the same stored walk
+  // (unwind::WalkIdentity) with the same Python frames comes with its id already (known_id, for known_table);
+  // otherwise memo_slot/memo_version name the memo entry that record() fills once the stack has its id.
+  uint32_t known_id = 0;
+  const void* known_table = nullptr;
+  uint32_t memo_slot = 0;  // 1..unwind::kStoredWalks * kStackMemoWays; 0: none
+  uint32_t memo_version = 0;
+  uint32_t check_memo_id = 0;  // GMT_UNWIND=check: the memo's answer, to compare with this full stack's id
 };
 
 // Fills `stack` with the return addresses of the current thread, innermost first, starting at the first
@@ -28,12 +38,17 @@ struct RawStack {
 // backtrace() would cost ~10 us per event, FACTS.md).
 void capture_stack(RawStack& stack);
 
-// For the trace's meta (schema::meta::kStackWalks*): walks done with libunwind, and under GMT_UNWIND=check the
-// walks compared and those that differed.
+// For the trace's meta (schema::meta::kStackWalks*, kStackMemo*): walks done with libunwind, and under
+// GMT_UNWIND=check the walks compared and those that differed; stacks answered by the stack memo, and under
+// GMT_UNWIND=check those also taken in full and compared, and those that differed (each one a wrong stack in the
+// trace: the first few differing pairs of stack ids are kept for the report).
 struct StackWalkCounts {
   uint64_t libunwind = 0;
   uint64_t checked = 0;
   uint64_t mismatches = 0;
+  uint64_t memo_hits = 0;  // counted per thread, added here every 64 hits: up to 63 per thread are not in it
+  uint64_t memo_checked = 0;
+  uint64_t memo_mismatches = 0;
 };
 StackWalkCounts stack_walk_counts();
 
@@ -76,7 +91,21 @@ class StackTable {
 // compare of its PCs. Exact: a hit compares every PC and the depth against the table's copy, so it returns
 // what intern() would; entries of another table (a forked child's fresh recorder) never match. Direct-mapped:
 // a colliding stack replaces the entry. 0: not known, intern it.
-uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash);
+uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_t& hash,
+                         const uintptr_t** table_pcs = nullptr);
 void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash, StackTable::Interned interned);
+
+// The stack memo's entry for `stack` (RawStack::memo_slot), once its id in `table` is known.
+void remember_in_stack_memo(const StackTable& table, const RawStack& stack, StackTable::Interned interned);
+
+// Under GMT_UNWIND=check, a stack the memo answered is taken in full as well (capture_stack does both): when the
+// two differ, the full stack is the one recorded, and record() tells the memo's id and the full one's here.
+void note_stack_memo_mismatch(uint32_t memo_id, uint32_t full_id);
+// The first differing pairs, "memo:full,memo:full" (at most 16), for the trace's meta.
+std::string stack_memo_mismatch_examples();
+
+// Tests only: makes every entry of this thread's stack memo answer with `id` (a stale entry), so that the check
+// mode's count can be seen to catch it.
+void plant_stale_stack_memo_for_testing(uint32_t id);
 
 }  // namespace gmt::recorder

@@ -14,6 +14,7 @@
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 #include "recorder/recorder_state.h"
+#include "recorder/self_cost.h"
 #include "recorder/settings.h"
 #include "recorder/stop_reason.h"
 
@@ -52,9 +53,26 @@ void write_stack_walk_meta(Recorder& r) {
   if (!s.take_stacks) return;
   StackWalkCounts counts = stack_walk_counts();
   r.writer.set_meta(schema::meta::kStackWalksLibunwind, std::to_string(counts.libunwind));
+  r.writer.set_meta(schema::meta::kStackMemoHits, std::to_string(counts.memo_hits));
   if (s.unwind != UnwindMode::Check) return;
   r.writer.set_meta(schema::meta::kStackWalksChecked, std::to_string(counts.checked));
   r.writer.set_meta(schema::meta::kStackWalkMismatches, std::to_string(counts.mismatches));
+  r.writer.set_meta(schema::meta::kStackMemoChecked, std::to_string(counts.memo_checked));
+  r.writer.set_meta(schema::meta::kStackMemoMismatches, std::to_string(counts.memo_mismatches));
+  const std::string examples = stack_memo_mismatch_examples();
+  if (!examples.empty()) r.writer.set_meta(schema::meta::kStackMemoMismatchExamples, examples);
+}
+
+// The recorder's own time per event, from its sample (recorder/self_cost.h), at exit.
+void write_self_cost_meta(Recorder& r) {
+  const SelfCostTotals totals = self_cost_totals();
+  const char* const keys[2][2] = {{schema::meta::kSelfCostCudaEvents, schema::meta::kSelfCostCudaNs},
+                                  {schema::meta::kSelfCostBlockEvents, schema::meta::kSelfCostBlockNs}};
+  for (int k = 0; k < 2; ++k) {
+    if (totals.sampled[k] == 0) continue;
+    r.writer.set_meta(keys[k][0], std::to_string(totals.sampled[k]));
+    r.writer.set_meta(keys[k][1], std::to_string(totals.ns[k] / totals.sampled[k]));
+  }
 }
 
 void write_devices_meta(Recorder& r) {
@@ -237,6 +255,7 @@ void write_end_meta(Recorder& r) {
   write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
   write_devices_meta(r);
   write_stack_walk_meta(r);
+  write_self_cost_meta(r);
   r.writer.set_meta(schema::meta::kEndMonotonicNs, std::to_string(now_ns()));
   r.writer.set_meta(schema::meta::kComplete, "1");
 }
@@ -274,6 +293,8 @@ bool writer_has_work_locked(const Recorder& r) {
 
 void writer_main(Recorder* r) {
   block_hooks_in_this_thread();
+  // Named, so that `top -H` and bench/torch_step_ab.py's per-thread columns tell the writer's CPU from the app's.
+  pthread_setname_np(pthread_self(), "gmt-writer");
   bool ok;
   {
     std::lock_guard write_lock(r->write_mutex);

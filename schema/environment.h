@@ -65,6 +65,9 @@ inline constexpr const char* kEventClock = "GMT_EVENT_CLOCK";
 // "0": no fatal-signal handler at all (recorder/fatal_signals.h): the app's dispositions stay untouched, and a crash
 // loses up to the last 200 ms of events.
 inline constexpr const char* kSignalFlush = "GMT_SIGNAL_FLUSH";
+// "0": no stack memo (recorder/stacks.h): every stack is walked, merged with its Python frames and hashed, as
+// before the memo existed. For comparisons: the stacks recorded are the same either way.
+inline constexpr const char* kStackMemo = "GMT_STACK_MEMO";
 // "1": native stacks only, no Python frames (unwind/python_frames.h).
 inline constexpr const char* kNoPythonFrames = "GMT_NO_PYTHON_FRAMES";
 // "1": keep CUPTI's runtime-API callbacks on throughout (cupti/runtime_naming.h: the old behaviour, for comparisons).

@@ -411,6 +411,22 @@ inline constexpr const char* kRecordingPausedNs = "recording_paused_ns";
 inline constexpr const char* kStackWalksLibunwind = "stack_walks_libunwind";
 inline constexpr const char* kStackWalksChecked = "stack_walks_checked";
 inline constexpr const char* kStackWalkMismatches = "stack_walk_mismatches";
+// The stack memo (recorder/stacks.h): stacks answered without walking them again (counted per thread by 64s), and
+// under GMT_UNWIND=check how many of those were also taken in full and compared, on how many the two differed (the
+// full stack is the one recorded), and the first differing pairs as "memo_id:full_id,..." (stacks.id). Written at
+// a clean exit, with stacks on.
+inline constexpr const char* kStackMemoHits = "stack_memo_hits";
+inline constexpr const char* kStackMemoChecked = "stack_memo_checked";
+inline constexpr const char* kStackMemoMismatches = "stack_memo_mismatches";
+inline constexpr const char* kStackMemoMismatchExamples = "stack_memo_mismatch_examples";
+// The recorder's own time on the app's threads (recorder/self_cost.h), at a clean exit: one event in 64 of each
+// thread timed from its stack capture to its record's end; per kind of event, the events timed and their mean in
+// ns. "cuda": CUDA-level events; "block": a framework's blocks (PyTorch's tensors, NVTX-memory-API regions).
+// Absent for a kind with no event timed, and in traces before they existed.
+inline constexpr const char* kSelfCostCudaEvents = "self_cost_cuda_events_timed";
+inline constexpr const char* kSelfCostCudaNs = "self_cost_cuda_ns_per_event";
+inline constexpr const char* kSelfCostBlockEvents = "self_cost_block_events_timed";
+inline constexpr const char* kSelfCostBlockNs = "self_cost_block_ns_per_event";
 // The clock the library's times were read from (recorder/event_clock.h): "tsc" (the CPU's time-stamp counter,
 // converted to CLOCK_MONOTONIC with a scale recalibrated every ~200 ms; within microseconds of it) or
 // "clock_gettime" (CLOCK_MONOTONIC itself). Either way the times are CLOCK_MONOTONIC ns. Absent in traces

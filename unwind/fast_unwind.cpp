@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -61,29 +62,45 @@ Rule table_rule_for(uintptr_t pc, uint64_t generation) {
 // without hashing, and the walk's chain of dependent loads is the stack itself, as in a frame-pointer walk.
 constexpr int kMemoFrames = 80;
 
-// The previous walk, kept so that the next one can be answered without walking (replay_matches). A walk
-// is a function of where it starts (this function's own pc, the stack pointer, and rbp while no frame has
-// reloaded it), the rules (fixed within a generation) and the stack words it reads. When the next walk starts
-// at the same stack pointer and every word the previous one read still holds the value it read, the walk
-// would read the same words in the same order and return the same frames: checking that takes independent
-// loads, where walking takes a chain of dependent ones, frame by frame.
+// Walks kept, so that a later one can be answered without walking (stored_walk_matches). A walk is a function of
+// where it starts (this function's own pc, the stack pointer, and rbp while no frame has reloaded it), the rules
+// (fixed within a generation) and the stack words it reads. When a walk starts at the stack pointer a stored one
+// started at and every word that one read still holds the value it read, the walk would read the same words in
+// the same order and return the same frames: checking that takes independent loads, where walking takes a chain
+// of dependent ones, frame by frame.
 //
 // Only the words the answer depends on are kept: every return address and realigned CFA, and a saved rbp only
 // when a later rule uses rbp before another frame reloads it. Code without frame pointers saves the caller's
 // rbp as an ordinary register, which may hold a loop counter: checking those words would make every walk from
 // a loop miss.
-constexpr int kMaxReplayReads = 3 * kMemoFrames;
-struct Replay {
-  bool valid = false;
-  bool uses_entry_bp = false;  // some frame's rule read rbp before any frame reloaded it
-  int max_frames = 0;
-  int frames = 0;
-  int reads = 0;
+//
+// Many walks are kept per thread, not only the last: a training step allocates from a few hundred places, each
+// step the same ones at the same stack depths, so that after the first step nearly every walk is one kept.
+// Set-associative by the starting stack pointer; a slot's version changes whenever it is overwritten, so that a
+// (slot, version) pair names one stored answer for as long as it exists (WalkIdentity, for the stack memo that
+// the recorder keeps beside it: recorder/stacks.cpp).
+constexpr int kMaxReplayReads = 3 * kMemoFrames;  // reads while walking
+constexpr int kMaxKeptReads = 160;                // reads a stored walk's answer depends on
+constexpr int kWalkSets = 64, kWalkWays = 4;      // kStoredWalks walks per thread, ~2.9 KB each
+static_assert(kWalkSets * kWalkWays == kStoredWalks);
+
+struct StoredWalk {
+  uint32_t version;    // 0: empty
+  bool uses_entry_bp;  // some frame's rule read rbp before any frame reloaded it
+  int max_frames, frames, reads;
+  uintptr_t entry_sp, entry_bp;
+  void* result[kMemoFrames];
+  const uintptr_t* read_at[kMaxKeptReads];
+  uintptr_t read_value[kMaxKeptReads];
+};
+
+// The walk in progress: every word read, and whether the answer depends on it.
+struct WalkScratch {
+  bool uses_entry_bp = false;
   uintptr_t entry_sp = 0, entry_bp = 0;
   const uintptr_t* read_at[kMaxReplayReads];
   uintptr_t read_value[kMaxReplayReads];
-  bool read_needed[kMaxReplayReads];  // while walking: whether the answer depends on this word
-  void* result[kMemoFrames];
+  bool read_needed[kMaxReplayReads];
 };
 
 thread_local uint64_t t_replayed_walks __attribute__((tls_model("initial-exec"))) = 0;
@@ -95,7 +112,12 @@ struct ThreadWalk {
   bool walking = false;      // a walk is in progress (a signal handler's walk nested in it is left to libunwind)
   uintptr_t memo_pc[kMemoFrames] = {};
   Rule memo_rule[kMemoFrames] = {};
-  Replay replay;
+  WalkScratch scratch;
+  StoredWalk* stored = nullptr;  // kStoredWalks, zeroed (calloc: pages are touched as slots fill)
+  uint32_t next_version = 1;
+  uint8_t next_victim[kWalkSets] = {};
+  uint32_t previous_slot = 0;  // the stored walk that answered the previous walk (WalkIdentity::slot), 0: none
+  uint32_t previous_version = 0;
 };
 
 thread_local ThreadWalk* t_walk __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -106,6 +128,7 @@ bool g_walk_key_made = false;
 void make_walk_key() {
   g_walk_key_made = pthread_key_create(&g_walk_key, [](void* walk) {
                       t_walk = nullptr;
+                      std::free(static_cast<ThreadWalk*>(walk)->stored);
                       delete static_cast<ThreadWalk*>(walk);
                     }) == 0;
 }
@@ -126,7 +149,9 @@ ThreadWalk* this_thread_walk() {
   if (!known) return nullptr;
   auto* walk = new (std::nothrow) ThreadWalk;
   if (!walk) return nullptr;
-  if (pthread_setspecific(g_walk_key, walk) != 0) {
+  walk->stored = static_cast<StoredWalk*>(std::calloc(kStoredWalks, sizeof(StoredWalk)));
+  if (!walk->stored || pthread_setspecific(g_walk_key, walk) != 0) {
+    std::free(walk->stored);
     delete walk;
     return nullptr;
   }
@@ -136,25 +161,34 @@ ThreadWalk* this_thread_walk() {
   return t_walk = walk;
 }
 
-// Whether the previous walk's answer is this walk's too (see Replay), checked without branching per word: the
-// loads are independent of each other. Reads only words the previous walk read, which lay between its stack
-// pointer (the same as now) and the top of the stack.
-__attribute__((no_sanitize("address"))) bool replay_matches(const Replay& replay, uintptr_t sp, uintptr_t bp,
-                                                            int max_frames) {
-  if (!replay.valid || replay.entry_sp != sp || replay.max_frames != max_frames) return false;
-  if (replay.uses_entry_bp && replay.entry_bp != bp) return false;
-  uintptr_t differ = 0;
-  for (int i = 0; i < replay.reads; ++i) differ |= *replay.read_at[i] ^ replay.read_value[i];
-  return differ == 0;
+// Whether a stored walk's answer is this walk's too (see StoredWalk), checked eight words at a time without
+// branching per word: the loads are independent of each other. Reads only words the stored walk read, which lay
+// between its stack pointer (the same as now) and the top of the stack.
+__attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWalk& stored, uintptr_t sp, uintptr_t bp,
+                                                                 int max_frames) {
+  if (stored.version == 0 || stored.entry_sp != sp || stored.max_frames != max_frames) return false;
+  if (stored.uses_entry_bp && stored.entry_bp != bp) return false;
+  for (int i = 0; i < stored.reads; i += 8) {
+    uintptr_t differ = 0;
+    const int end = i + 8 < stored.reads ? i + 8 : stored.reads;
+    for (int j = i; j < end; ++j) differ |= *stored.read_at[j] ^ stored.read_value[j];
+    if (differ != 0) return false;
+  }
+  return true;
 }
+
+size_t walk_set_of(uintptr_t sp) { return ((sp >> 3) * 0x9e3779b97f4a7c15ull) >> (64 - 6); }
+static_assert(kWalkSets == 64);
 
 }  // namespace
 
 // Reads raw stack words of other frames, as libunwind does: not instrumented by ASan (a return-address slot is
 // never poisoned, but the reads say nothing about the app's memory safety).
 GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames,
-                                                                             bool* same_as_previous) {
+                                                                             bool* same_as_previous,
+                                                                             WalkIdentity* identity) {
   if (same_as_previous) *same_as_previous = false;
+  if (identity) *identity = WalkIdentity{};
   const uint64_t generation = g_generation.load(std::memory_order_acquire);
   if (generation >= 0xffff) return -1;  // the generation would wrap into old keys: libunwind from now on
   ThreadWalk* walk = this_thread_walk();
@@ -168,32 +202,40 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     std::memset(walk->memo_pc, 0, sizeof(walk->memo_pc));
     walk->generation = generation;
     walk->previous_frames = -1;
-    walk->replay.valid = false;
+    walk->previous_slot = 0;
+    for (int i = 0; i < kStoredWalks; ++i) walk->stored[i].version = 0;
   }
   walk->walking = true;  // from here to every return
-  Replay& replay = walk->replay;
-  if (replay_matches(replay, sp, bp, max_frames)) {
-    std::memcpy(frames, replay.result, sizeof(void*) * static_cast<size_t>(replay.frames));
-    if (same_as_previous) *same_as_previous = replay.frames == walk->previous_frames;
-    walk->previous_frames = replay.frames;
+  const size_t set = walk_set_of(sp);
+  for (int way = 0; way < kWalkWays; ++way) {
+    const auto slot = static_cast<uint32_t>(set * kWalkWays + static_cast<size_t>(way));
+    const StoredWalk& stored = walk->stored[slot];
+    if (!stored_walk_matches(stored, sp, bp, max_frames)) continue;
+    std::memcpy(frames, stored.result, sizeof(void*) * static_cast<size_t>(stored.frames));
+    if (same_as_previous) {
+      *same_as_previous = walk->previous_slot == slot + 1 && walk->previous_version == stored.version;
+    }
+    if (identity) *identity = WalkIdentity{slot + 1, stored.version};
+    walk->previous_frames = stored.frames;
+    walk->previous_slot = slot + 1;
+    walk->previous_version = stored.version;
     walk->walking = false;
     ++t_replayed_walks;
-    return replay.frames;
+    return stored.frames;
   }
-  replay.valid = false;
-  replay.entry_sp = sp;
-  replay.entry_bp = bp;
-  replay.uses_entry_bp = false;
-  replay.max_frames = max_frames;
+  WalkScratch& scratch = walk->scratch;
+  scratch.entry_sp = sp;
+  scratch.entry_bp = bp;
+  scratch.uses_entry_bp = false;
   int reads = 0;
   int bp_read = -1;  // the read that rbp's current value came from; -1: rbp is still the entry value
   // Every stack word the walk reads goes through here (the loads stay in this function: it is the one not
   // instrumented by ASan).
   auto note_read = [&](uintptr_t at, uintptr_t value, bool needed) {
     if (reads < kMaxReplayReads) {
-      replay.read_at[reads] = reinterpret_cast<const uintptr_t*>(at);
-      replay.read_value[reads] = value;
-      replay.read_needed[reads] = needed;
+      scratch.read_at[reads] = reinterpret_cast<const uintptr_t*>(at);
+      scratch.read_value[reads] = value;
+      scratch.read_needed[reads] = needed;
     }
     ++reads;
   };
@@ -201,17 +243,34 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   auto finish = [&](int result) {
     if (same_as_previous) *same_as_previous = result >= 0 && all_in_memo && result == walk->previous_frames;
     walk->previous_frames = result;
+    walk->previous_slot = 0;
     if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads) {
-      std::memcpy(replay.result, frames, sizeof(void*) * static_cast<size_t>(result));
-      replay.frames = result;
       int kept = 0;
-      for (int i = 0; i < reads; ++i) {
-        if (!replay.read_needed[i]) continue;
-        replay.read_at[kept] = replay.read_at[i];
-        replay.read_value[kept++] = replay.read_value[i];
+      for (int i = 0; i < reads; ++i) kept += scratch.read_needed[i] ? 1 : 0;
+      if (kept <= kMaxKeptReads) {
+        // Kept for the walks to come, in the set of this stack pointer, over its oldest way.
+        const auto slot = static_cast<uint32_t>(set * kWalkWays + walk->next_victim[set]);
+        walk->next_victim[set] = static_cast<uint8_t>((walk->next_victim[set] + 1) % kWalkWays);
+        StoredWalk& stored = walk->stored[slot];
+        stored.uses_entry_bp = scratch.uses_entry_bp;
+        stored.entry_sp = scratch.entry_sp;
+        stored.entry_bp = scratch.entry_bp;
+        stored.max_frames = max_frames;
+        stored.frames = result;
+        std::memcpy(stored.result, frames, sizeof(void*) * static_cast<size_t>(result));
+        kept = 0;
+        for (int i = 0; i < reads; ++i) {
+          if (!scratch.read_needed[i]) continue;
+          stored.read_at[kept] = scratch.read_at[i];
+          stored.read_value[kept++] = scratch.read_value[i];
+        }
+        stored.reads = kept;
+        stored.version = walk->next_version++;
+        if (walk->next_version == 0) walk->next_version = 1;  // 0 means empty
+        if (identity) *identity = WalkIdentity{slot + 1, stored.version};
+        walk->previous_slot = slot + 1;
+        walk->previous_version = stored.version;
       }
-      replay.reads = kept;
-      replay.valid = true;
     }
     walk->walking = false;
     return result;
@@ -237,9 +296,9 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     const BpKind bp_kind = bp_kind_of(rule);
     if (kind == CfaKind::BpPlus || kind == CfaKind::DerefBp || bp_kind == BpKind::AtBp) {  // rbp's value used
       if (bp_read < 0)
-        replay.uses_entry_bp = true;
+        scratch.uses_entry_bp = true;
       else if (bp_read < kMaxReplayReads)
-        replay.read_needed[bp_read] = true;
+        scratch.read_needed[bp_read] = true;
     }
     if (kind == CfaKind::SpPlus) {
       cfa = sp + cfa_offset_of(rule);
@@ -283,7 +342,7 @@ uint64_t fast_backtrace_replays_in_this_thread() { return t_replayed_walks; }
 #else  // not x86-64 Linux: libunwind only
 
 namespace gmt::unwind {
-int fast_backtrace(void**, int, bool*) { return -1; }
+int fast_backtrace(void**, int, bool*, WalkIdentity*) { return -1; }
 void forget_unwind_rules() {}
 uint64_t fast_backtrace_replays_in_this_thread() { return 0; }
 }  // namespace gmt::unwind

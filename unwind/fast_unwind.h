@@ -26,7 +26,22 @@ namespace gmt::unwind {
 // only on the first sight of a return address (it then reads the loader's module list).
 // `same_as_previous` (optional): set to whether this walk found exactly the return addresses of this thread's
 // previous walk, frame for frame (a thread allocating in a loop walks the same stack again and again).
-int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullptr);
+// `identity` (optional): which of the walks this thread keeps gave the answer, or keeps it from now on (see
+// WalkIdentity); {0, 0} when none does.
+struct WalkIdentity;
+int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullptr, WalkIdentity* identity = nullptr);
+
+// The walks a thread keeps (fast_unwind.cpp): the answers of up to this many stacks are found again without
+// walking, by checking the stack words they depend on.
+inline constexpr int kStoredWalks = 256;
+
+// One stored walk's answer: slot 1..kStoredWalks of the calling thread's store, and the version that slot had.
+// Two walks of one thread with the same identity returned the same frames (the stack words they depend on held
+// the same values); a slot overwritten by another walk has another version. {0, 0}: no stored walk.
+struct WalkIdentity {
+  uint32_t slot = 0;
+  uint32_t version = 0;
+};
 
 // Whether the walker can run on this platform at all (x86-64 Linux); if not, fast_backtrace returns -1.
 constexpr bool fast_backtrace_supported() {

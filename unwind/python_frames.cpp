@@ -126,32 +126,10 @@ const Interpreter& interpreter() {
   return py;
 }
 
-// One Python frame as found in the chain: the code object and the byte offset of its current instruction in
-// the code's bytecode (what PyCode_Addr2Line takes).
-struct RawPythonFrame {
-  uintptr_t code;
-  int32_t byte_offset;
-};
 // The byte offset of a frame that has not run an instruction yet: PyCode_Addr2Line gives co_firstlineno for it.
 constexpr int32_t kNotStarted = -1;
 
-constexpr int kMaxPythonDepth = 64;     // frames kept per stack
 constexpr int kMaxFramesVisited = 512;  // frames looked at (incomplete and shim frames included)
-
-// The calling thread's Python frames, innermost first, split into runs of the eval loop: run k is
-// frames[run_end[k - 1] .. run_end[k]). Returns the number of runs (0: no Python frames).
-struct PythonStack {
-  RawPythonFrame frames[kMaxPythonDepth];
-  int run_end[kMaxPythonDepth];
-  int frame_count = 0;
-  int run_count = 0;
-
-  void end_run() {
-    if (run_count < kMaxPythonDepth) run_end[run_count++] = frame_count;
-  }
-  // Nothing more can be kept: neither a frame nor (3.9, 3.10: one per frame) a run.
-  bool full() const { return frame_count == kMaxPythonDepth && run_count == kMaxPythonDepth; }
-};
 
 bool is_code(const Interpreter& py, uintptr_t code) {
   return plausible(code) && read_at<uintptr_t>(code, kObjectTypeOffset) == py.code_type;
@@ -178,7 +156,10 @@ uintptr_t innermost_frame(const Interpreter& py) {
   return read_at<uintptr_t>(frame, static_cast<size_t>(l.cframe_current_frame));
 }
 
-void read_python_stack(const Interpreter& py, PythonStack& stack) {
+// One step of the signature's hash: a multiply-xor chain, as for native stacks (recorder/stacks.cpp).
+inline uint64_t mix(uint64_t h, uint64_t value) { return (h ^ value) * 0x9e3779b97f4a7c15ull; }
+
+void read_chain(const Interpreter& py, PythonStack& stack) {
   const PythonLayout& l = *py.layout;
   int open_frames = 0;  // frames in the run not ended yet
   auto keep = [&](uintptr_t code, int64_t byte_offset) {
@@ -224,7 +205,40 @@ void read_python_stack(const Interpreter& py, PythonStack& stack) {
     }
     frame = read_at<uintptr_t>(frame, l.frame_previous);
   }
-  if (open_frames > 0) stack.end_run();
+  if (open_frames > 0) end_run();
+}
+
+// See python_chain_key (python_frames.h): every frame of the chain by its address, code object, position and
+// place in the runs, and each code object by the objects resolve() names it from.
+uint64_t chain_key(const Interpreter& py) {
+  const PythonLayout& l = *py.layout;
+  uintptr_t frame = innermost_frame(py);
+  if (!plausible(frame)) return 0;
+  const bool frame_objects = l.chain == FrameChain::kFrameObjects;
+  uint64_t key = 0x2545f4914f6cdd1dull;
+  for (int visited = 0; visited < kMaxFramesVisited && plausible(frame); ++visited) {
+    const auto code = read_at<uintptr_t>(frame, l.frame_code);
+    const uint64_t position = frame_objects ? static_cast<uint32_t>(read_at<int32_t>(frame, l.frame_position))
+                                            : read_at<uintptr_t>(frame, l.frame_position);
+    uint64_t flags = 0;
+    if (l.frame_owner != kAbsent)
+      flags = static_cast<uint8_t>(read_at<char>(frame, static_cast<size_t>(l.frame_owner)));
+    if (l.frame_is_entry != kAbsent) {
+      flags |= static_cast<uint64_t>(static_cast<uint8_t>(read_at<char>(frame, static_cast<size_t>(l.frame_is_entry))))
+               << 8;
+    }
+    key = mix(key, frame);
+    key = mix(key, code);
+    key = mix(key, position ^ (flags << 48));
+    if (is_code(py, code)) {
+      key = mix(key, read_at<uintptr_t>(code, l.code_filename) ^ (read_at<uintptr_t>(code, l.code_name) << 1) ^
+                         (read_at<uintptr_t>(code, l.code_linetable) << 2));
+    } else if (frame_objects || static_cast<char>(flags) != kFrameOwnedByCStack) {
+      break;  // where read_chain stops too: what follows is not read as frames
+    }
+    frame = read_at<uintptr_t>(frame, l.frame_previous);
+  }
+  return key == 0 ? 1 : key;
 }
 
 // First-seen frames are resolved once per thread: a cache keyed by everything that makes the answer.
@@ -266,13 +280,27 @@ uint32_t resolve(const Interpreter& py, const RawPythonFrame& frame) {
 
 }  // namespace
 
-int merge_python_frames(void* const* native, int n, uintptr_t* out, int max_out) {
+uint64_t python_chain_key() {
   const Interpreter& py = interpreter();
-  if (!py.usable) return -1;
-  PythonStack python;
-  read_python_stack(py, python);
-  if (python.frame_count == 0) return -1;
+  return py.usable ? chain_key(py) : 0;
+}
 
+bool read_python_stack(PythonStack& python) {
+  const Interpreter& py = interpreter();
+  python.frame_count = python.run_count = 0;
+  if (!py.usable) return false;
+  read_chain(py, python);
+  return python.frame_count > 0;
+}
+
+int merge_python_frames(void* const* native, int n, uintptr_t* out, int max_out) {
+  PythonStack python;
+  if (!read_python_stack(python)) return -1;
+  return merge_python_frames(python, native, n, out, max_out);
+}
+
+int merge_python_frames(const PythonStack& python, void* const* native, int n, uintptr_t* out, int max_out) {
+  const Interpreter& py = interpreter();
   int written = 0, next_run = 0;
   auto emit_run = [&] {
     if (next_run >= python.run_count) return;

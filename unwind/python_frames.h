@@ -30,11 +30,43 @@ inline constexpr uintptr_t kPythonFrameTag = uintptr_t{1} << 63;
 inline bool is_python_frame(uintptr_t pc) { return (pc & kPythonFrameTag) != 0; }
 inline uint32_t python_frame_id(uintptr_t pc) { return static_cast<uint32_t>(pc & ~kPythonFrameTag); }
 
-// Merges the calling thread's Python frames into `native` (n return addresses, innermost first) and writes
-// the result to `out` (at most max_out entries). Returns the number written, or -1 when there is nothing to
-// merge (not a CPython process, feature off or unsupported version, no Python frames on this thread): the
-// caller then keeps the native stack as it is. Never takes a lock on the fast path (a first-seen frame
-// interns its names once).
+// The calling thread's Python frames as read from its frame chain, not yet named: runs of the eval loop, each
+// frame's code object and position.
+inline constexpr int kMaxPythonDepth = 64;  // frames kept per stack
+struct RawPythonFrame {
+  uintptr_t code;
+  int32_t byte_offset;
+};
+struct PythonStack {
+  RawPythonFrame frames[kMaxPythonDepth];
+  int run_end[kMaxPythonDepth];  // run k is frames[run_end[k - 1] .. run_end[k])
+  int frame_count = 0;
+  int run_count = 0;
+
+  void end_run() {
+    if (run_count < kMaxPythonDepth) run_end[run_count++] = frame_count;
+  }
+  // Nothing more can be kept: neither a frame nor (3.9, 3.10: one per frame) a run.
+  bool full() const { return frame_count == kMaxPythonDepth && run_count == kMaxPythonDepth; }
+};
+
+// A key of the calling thread's Python frame chain, for telling cheaply whether it is the one of an earlier stack
+// (recorder/stacks.h, the stack memo): a hash of every frame's address, code object, position and run flags, and
+// of each code object's file, name and line-table objects (a code object freed and another allocated at its
+// address has other ones). Two chains with the same key are read, named and merged alike by the functions below.
+// About a tenth of their cost: no frame is named. 0: no Python frames (or none readable).
+uint64_t python_chain_key();
+
+// Reads the calling thread's Python frames. False when there is nothing to merge (not a CPython process, feature
+// off or unsupported version, no Python frames on this thread): the caller then keeps the native stack as it is.
+bool read_python_stack(PythonStack& python);
+
+// Merges `python` (read by read_python_stack on this thread) into `native` (n return addresses, innermost first)
+// and writes the result to `out` (at most max_out entries). Returns the number written. Never takes a lock on the
+// fast path (a first-seen frame interns its names once).
+int merge_python_frames(const PythonStack& python, void* const* native, int n, uintptr_t* out, int max_out);
+
+// Both: -1 when read_python_stack finds nothing to merge.
 int merge_python_frames(void* const* native, int n, uintptr_t* out, int max_out);
 
 }  // namespace gmt::unwind

@@ -20,6 +20,17 @@ std::optional<int64_t> lenient_meta_int(const TraceFile& trace, const char* key)
 
 bool meta_flag(const TraceFile& trace, const char* key) { return trace.meta(key) == std::optional<std::string>("1"); }
 
+namespace {
+
+std::optional<TraceInfo::SelfCost> self_cost(const TraceFile& trace, const char* events_key, const char* ns_key) {
+  const std::optional<int64_t> events = lenient_meta_int(trace, events_key);
+  const std::optional<int64_t> ns = lenient_meta_int(trace, ns_key);
+  if (!events || !ns || *events <= 0 || *ns < 0) return std::nullopt;
+  return TraceInfo::SelfCost{static_cast<uint64_t>(*events), static_cast<uint64_t>(*ns)};
+}
+
+}  // namespace
+
 void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   namespace meta = schema::meta;
   info.path = trace.path();
@@ -48,6 +59,8 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
   info.events_after_close = lenient_meta_int(trace, meta::kEventsAfterClose);
   info.frees_after_close =
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kFreesAfterClose).value_or(0)));
+  info.self_cost_cuda = self_cost(trace, meta::kSelfCostCudaEvents, meta::kSelfCostCudaNs);
+  info.self_cost_block = self_cost(trace, meta::kSelfCostBlockEvents, meta::kSelfCostBlockNs);
 }
 
 }  // namespace gmt::analysis

@@ -58,6 +58,16 @@ Json names(const std::vector<Enum>& values) {
   return list;
 }
 
+// The recorder's own time per event (TraceInfo::SelfCost), per kind; null when not measured.
+Json recorder_cost_json(const TraceInfo& trace) {
+  if (!trace.self_cost_cuda && !trace.self_cost_block) return nullptr;
+  auto kind = [](const std::optional<TraceInfo::SelfCost>& cost) -> Json {
+    if (!cost) return nullptr;
+    return Json{{"ns_per_event", cost->ns_per_event}, {"events_timed", cost->events_timed}};
+  };
+  return Json{{"cuda_level", kind(trace.self_cost_cuda)}, {"tensor_blocks", kind(trace.self_cost_block)}};
+}
+
 Json trace_json(const TraceInfo& trace) {
   return Json{{"path", trace.path},
               {"pid", optional_value(trace.pid)},
@@ -85,7 +95,8 @@ Json trace_json(const TraceInfo& trace) {
               {"events_after_close", optional_value(trace.events_after_close)},
               {"frees_after_close", trace.frees_after_close},
               {"supports_verdict", supports_verdict(trace)},
-              {"event_count", trace.event_count}};
+              {"event_count", trace.event_count},
+              {"recorder_cost", recorder_cost_json(trace)}};
 }
 
 Json totals_json(const Totals& totals) {

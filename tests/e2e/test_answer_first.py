@@ -88,6 +88,7 @@ class ReadmeExampleTest(TraceDirTestCase):
     @staticmethod
     def normalize(line):
         line = re.sub(r"\d+(\.\d+)? (ns|us|ms|s)\b", "<time>", line)
+        line = re.sub(r"\d+(\.\d+)?[kM]? per second", "<rate> per second", line)
         line = re.sub(r"\S*/samples/", "samples/", line)  # where the sources were built, which varies
         return line.rstrip()
 

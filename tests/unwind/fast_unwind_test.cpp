@@ -392,6 +392,65 @@ TEST(FastUnwindTest, RepeatedWalksOfAMixedChainCutAtTheLimitAreAnsweredExactly) 
   EXPECT_GE(gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before, 4u);
 }
 
+// A thread walks from many places in turn (a training step allocates from hundreds): each stack's walk is kept
+// (fast_unwind.cpp, StoredWalk) and answered from the store when the same stack comes again, however many others
+// came between; the answers stay libunwind's, and one stack keeps one identity while a different one has another.
+__attribute__((noinline)) Comparison walk_with_identity(gmt::unwind::WalkIdentity* identity) {
+  Comparison c;
+  void* fast[kFrames];
+  void* slow[kFrames];
+  int n_fast = fast_backtrace(fast, kFrames, nullptr, identity);
+  int n_slow = unw_backtrace(slow, kFrames);
+  c.fast_refused = n_fast < 0;
+  if (n_fast > 0) c.fast.assign(fast + 1, fast + n_fast);  // the first frame is this function's call site
+  if (n_slow > 0) c.slow.assign(slow + 1, slow + n_slow);
+  asm volatile("" ::: "memory");
+  return c;
+}
+__attribute__((noinline)) Comparison nested_a(int depth, gmt::unwind::WalkIdentity* identity) {
+  Comparison c = depth == 0 ? walk_with_identity(identity) : nested_a(depth - 1, identity);
+  asm volatile("" ::: "memory");
+  return c;
+}
+__attribute__((noinline)) Comparison nested_b(int depth, gmt::unwind::WalkIdentity* identity) {
+  volatile long unlike_nested_a[2] = {depth, 1};  // not folded into nested_a, which would be identical code
+  Comparison c = depth == unlike_nested_a[1] - 1 ? walk_with_identity(identity) : nested_b(depth - 1, identity);
+  asm volatile("" ::: "memory");
+  return c;
+}
+
+TEST(FastUnwindTest, ManyStacksWalkedInTurnAreEachAnsweredFromTheStore) {
+  constexpr int kPlaces = 24;  // more than one stored walk per stack pointer, fewer than the store holds
+  gmt::unwind::WalkIdentity first_round[kPlaces];
+  std::vector<void*> first_frames[kPlaces];
+  const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
+  for (int round = 0; round < 3; ++round) {
+    for (int place = 0; place < kPlaces; ++place) {
+      asm volatile("" : "+r"(place));
+      gmt::unwind::WalkIdentity identity;
+      // Two chains at each depth: the same stack pointer at the walk's start, other words above it.
+      Comparison c = place % 2 ? nested_b(place / 2, &identity) : nested_a(place / 2, &identity);
+      ASSERT_FALSE(c.fast_refused);
+      ASSERT_EQ(c.fast, c.slow) << "round " << round << ", place " << place;
+      ASSERT_NE(identity.slot, 0u) << "every walk is kept or answered from the store";
+      if (round == 0) {
+        first_round[place] = identity;
+        first_frames[place] = c.fast;
+        continue;
+      }
+      EXPECT_EQ(c.fast, first_frames[place]);
+      EXPECT_EQ(identity.slot, first_round[place].slot) << "round " << round << ", place " << place;
+      EXPECT_EQ(identity.version, first_round[place].version) << "round " << round << ", place " << place;
+    }
+  }
+  // Every walk of the second and third rounds was answered from the store.
+  EXPECT_GE(gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before, 2u * kPlaces);
+  for (int place = 1; place < kPlaces; ++place) {
+    EXPECT_FALSE(first_round[place].slot == first_round[0].slot && first_round[place].version == first_round[0].version)
+        << "place " << place << " has place 0's identity";
+  }
+}
+
 // A signal frame (__restore_rt) is beyond the walker: it must give up, never return a wrong stack.
 std::vector<Comparison>* g_in_handler = nullptr;
 void on_signal(int) { g_in_handler->push_back(walk_both()); }

@@ -1,0 +1,124 @@
+// The stack memo (recorder/stacks.h): a stack taken again at the same place comes with the id it was interned
+// under, without being walked, merged or hashed again; and the check mode (GMT_UNWIND=check) takes every memo
+// answer in full too and counts the answers that differ, so that a stale entry cannot go unseen. Driven here as
+// record() drives it (recorder/recorder.cpp, stack_id_of), with a StackTable of the test's own.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "recorder/settings.h"
+#include "recorder/stacks.h"
+#include "tests/stacks/stack_memo_places.h"
+
+namespace {
+
+using gmt::recorder::capture_stack;
+using gmt::recorder::RawStack;
+using gmt::recorder::StackTable;
+
+// What record() does with a captured stack: its id (known, cached or interned), the memo filled, the check noted.
+uint32_t id_as_record_takes_it(StackTable& table, const RawStack& stack) {
+  if (stack.known_id != 0 && stack.known_table == &table) return stack.known_id;
+  uint64_t hash = 0;
+  StackTable::Interned interned;
+  interned.id = gmt::recorder::cached_stack_id(table, stack, hash, &interned.pcs);
+  if (interned.id == 0) {
+    interned = table.intern(stack, gmt::recorder::stack_hash(stack));
+    gmt::recorder::remember_stack_id(table, stack, gmt::recorder::stack_hash(stack), interned);
+  }
+  if (stack.memo_slot != 0) gmt::recorder::remember_in_stack_memo(table, stack, interned);
+  if (stack.check_memo_id != 0) gmt::recorder::note_stack_memo_mismatch(stack.check_memo_id, interned.id);
+  return interned.id;
+}
+
+struct Taken {
+  uint32_t id;
+  bool from_memo;
+  std::vector<uintptr_t> pcs;
+};
+
+struct Taking {
+  StackTable* table;
+  Taken taken;
+};
+
+void take(void* argument) {
+  auto* taking = static_cast<Taking*>(argument);
+  RawStack stack;
+  capture_stack(stack);
+  const bool from_memo = stack.known_id != 0;
+  taking->taken = Taken{id_as_record_takes_it(*taking->table, stack), from_memo,
+                        std::vector<uintptr_t>(stack.pcs, stack.pcs + stack.depth)};
+}
+
+Taken from(StackTable& table, int place) {
+  Taking taking{&table, {}};
+  call_from_place(place, take, &taking);
+  return taking.taken;
+}
+
+constexpr int kPlaces = 12;
+
+TEST(StackMemoTest, AStackTakenAgainComesWithItsIdAndItsFrames) {
+  gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Fast;
+  StackTable table;
+  std::vector<Taken> first;
+  for (int round = 0; round < 4; ++round) {
+    for (int place = 0; place < kPlaces; ++place) {
+      asm volatile("" : "+r"(place));
+      Taken t = from(table, place);
+      ASSERT_NE(t.id, 0u);
+      if (round == 0) {
+        first.push_back(t);
+        continue;
+      }
+      EXPECT_EQ(t.id, first[place].id) << "round " << round << ", place " << place;
+      EXPECT_EQ(t.pcs, first[place].pcs) << "round " << round << ", place " << place;
+      // The first round walks and interns, the second fills the memo, from the third on it answers.
+      if (round >= 2) {
+        EXPECT_TRUE(t.from_memo) << "round " << round << ", place " << place;
+      }
+    }
+  }
+  EXPECT_EQ(table.size(), static_cast<size_t>(kPlaces)) << "one stack per place, each interned once";
+}
+
+// Every place once, from one call site (the stacks include the frames above it).
+__attribute__((noinline)) std::vector<uint32_t> round_of_places(StackTable& table) {
+  std::vector<uint32_t> ids;
+  for (int place = 0; place < kPlaces; ++place) {
+    asm volatile("" : "+r"(place));
+    ids.push_back(from(table, place).id);
+  }
+  return ids;
+}
+
+TEST(StackMemoTest, TheCheckModeCountsAStaleEntry) {
+  gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Check;
+  StackTable table;
+  std::vector<uint32_t> expected;
+  for (int round = 0; round < 5; ++round) {
+    asm volatile("" : "+r"(round));
+    // Round 3: the memo answers every place, and the check finds each answer right. Round 4: every entry is
+    // stale, and the check must catch each one.
+    if (round == 4) gmt::recorder::plant_stale_stack_memo_for_testing(9999);
+    const auto before = gmt::recorder::stack_walk_counts();
+    const std::vector<uint32_t> ids = round_of_places(table);
+    const auto after = gmt::recorder::stack_walk_counts();
+    if (round == 0) expected = ids;
+    EXPECT_EQ(ids, expected) << "round " << round << ": the full stack is the one recorded";
+    if (round == 3) {
+      EXPECT_EQ(after.memo_checked - before.memo_checked, static_cast<uint64_t>(kPlaces));
+      EXPECT_EQ(after.memo_mismatches, before.memo_mismatches) << "a memo answer differed from the full stack";
+    }
+    if (round == 4) {
+      EXPECT_EQ(after.memo_checked - before.memo_checked, static_cast<uint64_t>(kPlaces));
+      EXPECT_EQ(after.memo_mismatches - before.memo_mismatches, static_cast<uint64_t>(kPlaces));
+    }
+  }
+  EXPECT_NE(gmt::recorder::stack_memo_mismatch_examples().find("9999:"), std::string::npos);
+  gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Fast;
+}
+
+}  // namespace
