@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 
 #include "recorder/cache_hints.h"
@@ -115,8 +116,14 @@ GMT_COLD StackTable::Interned intern_new_stack(Recorder& r, const RawStack& stac
 
 // The id of a stack: known already when the stack memo answered (recorder/stacks.h), else found in this thread's
 // cache or interned; then kept in the memo entry the capture named.
-GMT_HOT uint32_t stack_id_of(Recorder& r, const RawStack& stack) {
-  if (stack.known_id != 0 && stack.known_table == &r.stacks) return stack.known_id;
+GMT_HOT uint32_t stack_id_of(Recorder& r, const RawStack& answered) {
+  if (answered.known_id != 0 && answered.known_table == &r.stacks) return answered.known_id;
+  RawStack copy;  // a memo answer of another table (a forked child's first stacks): its frames, interned here
+  if (answered.known_pcs) {
+    copy.depth = answered.depth;
+    std::memcpy(copy.pcs, answered.known_pcs, sizeof(uintptr_t) * static_cast<size_t>(answered.depth));
+  }
+  const RawStack& stack = answered.known_pcs ? copy : answered;
   uint64_t hash = 0;
   StackTable::Interned interned;
   interned.id = cached_stack_id(r.stacks, stack, hash, &interned.pcs);

@@ -135,12 +135,14 @@ GMT_COLD int walk_both_and_compare(void** frames, unwind::WalkIdentity& identity
 
 // `same_as_previous`: the fast walker found exactly the return addresses of this thread's previous walk.
 // `identity`: the fast walker's stored walk that gave these frames (unwind::WalkIdentity), or none.
-GMT_HOT int walk_stack(void** frames, bool& same_as_previous, unwind::WalkIdentity& identity) {
+// `stored`: set where a stored walk answered, to its frames (then not copied into `frames`).
+GMT_HOT int walk_stack(void** frames, bool& same_as_previous, unwind::WalkIdentity& identity, void* const*& stored) {
   same_as_previous = false;
   identity = unwind::WalkIdentity{};
+  stored = nullptr;
   switch (settings().unwind) {
     case UnwindMode::Fast: {
-      int n = fast_backtrace(frames, kWalkFrames, &same_as_previous, &identity);
+      int n = fast_backtrace(frames, kWalkFrames, &same_as_previous, &identity, &stored);
       if (n >= 0) return n;
       break;
     }
@@ -194,10 +196,10 @@ GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, 
     if (e.walk_version != identity.version || e.skipped_ranges != skipped || e.python_key != python_key || e.id == 0) {
       continue;
     }
-    stack.depth = e.depth;
-    std::memcpy(stack.pcs, e.pcs, sizeof(uintptr_t) * static_cast<size_t>(e.depth));
+    stack.depth = e.depth;  // its frames are the table's (known_pcs), not copied
     stack.known_id = e.id;
     stack.known_table = e.table;
+    stack.known_pcs = e.pcs;
     if (++t_memo_hits == 64) {
       g_memo_hits.fetch_add(64, std::memory_order_relaxed);
       t_memo_hits = 0;
@@ -219,7 +221,8 @@ GMT_HOT void capture_stack(RawStack& stack) {
   void* frames[kWalkFrames];
   bool same_pcs = false;
   unwind::WalkIdentity identity;
-  int n = walk_stack(frames, same_pcs, identity);
+  void* const* stored = nullptr;  // the walk's frames, where a stored walk answered (not copied into frames yet)
+  int n = walk_stack(frames, same_pcs, identity, stored);
   // The cut depends on the skipped ranges too, which grow when a CUDA library is registered later.
   const int skipped = g_skipped_count.load(std::memory_order_acquire);
   const bool same_cut = skipped == t_skipped_ranges_at_last_walk;
@@ -229,18 +232,21 @@ GMT_HOT void capture_stack(RawStack& stack) {
   stack.repeats_previous_walk = false;
   stack.known_id = 0;
   stack.known_table = nullptr;
+  stack.known_pcs = nullptr;
   stack.memo_slot = 0;
   stack.check_memo_id = 0;
-  // The same frames cut by the same ranges are cut at the same place.
-  int first = same_pcs && same_cut && t_first_frame_at_last_walk >= 0 ? t_first_frame_at_last_walk
-                                                                      : first_frame_outside_skipped_code(frames, n);
-  t_first_frame_at_last_walk = first;
   if (identity.slot != 0 && settings().stack_memo &&
       look_up_stack_memo(stack, identity, skipped, unwind::python_chain_key())) {
+    t_first_frame_at_last_walk = -1;  // not computed for this walk
     if (settings().unwind != UnwindMode::Check) return;
     stack.check_memo_id = stack.known_id;  // and take it in full below, to compare (record() does)
     stack.known_id = 0;
   }
+  if (stored) std::memcpy(frames, stored, sizeof(void*) * static_cast<size_t>(n));
+  // The same frames cut by the same ranges are cut at the same place.
+  int first = same_pcs && same_cut && t_first_frame_at_last_walk >= 0 ? t_first_frame_at_last_walk
+                                                                      : first_frame_outside_skipped_code(frames, n);
+  t_first_frame_at_last_walk = first;
   unwind::PythonStack python;
   if (unwind::read_python_stack(python)) {  // a thread running Python: its eval-loop frames become Python frames
     stack.depth = unwind::merge_python_frames(python, frames + first, n - first, stack.pcs, kMaxStackDepth);

@@ -27,7 +27,8 @@ struct RawStack {
   // otherwise memo_slot/memo_version name the memo entry that record() fills once the stack has its id.
   uint32_t known_id = 0;
   const void* known_table = nullptr;
-  uint32_t memo_slot = 0;  // 1..unwind::kStoredWalks * kStackMemoWays; 0: none
+  const uintptr_t* known_pcs = nullptr;  // with known_id: its frames (the table's copy), pcs left unfilled
+  uint32_t memo_slot = 0;                // 1..unwind::kStoredWalks * kStackMemoWays; 0: none
   uint32_t memo_version = 0;
   uint32_t check_memo_id = 0;  // GMT_UNWIND=check: the memo's answer, to compare with this full stack's id
 };

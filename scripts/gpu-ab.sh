@@ -3,7 +3,7 @@
 # the profiler's cost per PyTorch step (bench/torch_step_ab.py), this tree against a baseline commit, on one machine
 # one after the other. Prepare here with `GMT_BASELINE=<rev> scripts/gpu-prepare.sh`.
 #   scripts/gpu-ab.sh [torch_step_ab.py options...]      e.g. --configs control,hooks,blocks,cuda --blocks 16
-# Builds only what the benchmark runs (the CLI and the preload library) of both trees, side by side, then runs the
+# Builds only what the benchmark runs (the CLI, the preload library and the in-process Python package) of both trees, side by side, then runs the
 # benchmark with this tree's script against each build: after first, then before. GMT_AB_ROUNDS=N repeats the pair.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 if [ ! -d /tmp/gmt-base-src ]; then mkdir -p /tmp/gmt-base-src && tar -xf .gpu/baseline.tar -C /tmp/gmt-base-src; fi
 build_targets() {  # source, build folder
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix/usr" >/dev/null &&
-    cmake --build "$2" -j"$(($(nproc) / 2))" --target gpumemtrace gmt_preload >/dev/null
+    cmake --build "$2" -j"$(($(nproc) / 2))" --target gpumemtrace gmt_preload gmt_python_package >/dev/null
 }
 start=$(date +%s)
 build_targets . /tmp/gmt-ab-after >"$out/ab-build-after.log" 2>&1 &

@@ -186,8 +186,10 @@ static_assert(kWalkSets == 64);
 // never poisoned, but the reads say nothing about the app's memory safety).
 GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames,
                                                                              bool* same_as_previous,
-                                                                             WalkIdentity* identity) {
+                                                                             WalkIdentity* identity,
+                                                                             void* const** stored_answer) {
   if (same_as_previous) *same_as_previous = false;
+  if (stored_answer) *stored_answer = nullptr;
   if (identity) *identity = WalkIdentity{};
   const uint64_t generation = g_generation.load(std::memory_order_acquire);
   if (generation >= 0xffff) return -1;  // the generation would wrap into old keys: libunwind from now on
@@ -211,7 +213,11 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     const auto slot = static_cast<uint32_t>(set * kWalkWays + static_cast<size_t>(way));
     const StoredWalk& stored = walk->stored[slot];
     if (!stored_walk_matches(stored, sp, bp, max_frames)) continue;
-    std::memcpy(frames, stored.result, sizeof(void*) * static_cast<size_t>(stored.frames));
+    if (stored_answer) {
+      *stored_answer = stored.result;
+    } else {
+      std::memcpy(frames, stored.result, sizeof(void*) * static_cast<size_t>(stored.frames));
+    }
     if (same_as_previous) {
       *same_as_previous = walk->previous_slot == slot + 1 && walk->previous_version == stored.version;
     }
@@ -342,7 +348,7 @@ uint64_t fast_backtrace_replays_in_this_thread() { return t_replayed_walks; }
 #else  // not x86-64 Linux: libunwind only
 
 namespace gmt::unwind {
-int fast_backtrace(void**, int, bool*, WalkIdentity*) { return -1; }
+int fast_backtrace(void**, int, bool*, WalkIdentity*, void* const**) { return -1; }
 void forget_unwind_rules() {}
 uint64_t fast_backtrace_replays_in_this_thread() { return 0; }
 }  // namespace gmt::unwind

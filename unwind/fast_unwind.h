@@ -27,9 +27,11 @@ namespace gmt::unwind {
 // `same_as_previous` (optional): set to whether this walk found exactly the return addresses of this thread's
 // previous walk, frame for frame (a thread allocating in a loop walks the same stack again and again).
 // `identity` (optional): which of the walks this thread keeps gave the answer, or keeps it from now on (see
-// WalkIdentity); {0, 0} when none does.
+// WalkIdentity); {0, 0} when none does. `stored` (optional): when a kept walk gives the answer, set to its frames
+// and `frames` is left unfilled (the caller copies them if it needs them, before this thread walks again).
 struct WalkIdentity;
-int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullptr, WalkIdentity* identity = nullptr);
+int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullptr, WalkIdentity* identity = nullptr,
+                   void* const** stored = nullptr);
 
 // The walks a thread keeps (fast_unwind.cpp): the answers of up to this many stacks are found again without
 // walking, by checking the stack words they depend on.

@@ -158,6 +158,7 @@ uintptr_t innermost_frame(const Interpreter& py) {
 
 // One step of the signature's hash: a multiply-xor chain, as for native stacks (recorder/stacks.cpp).
 inline uint64_t mix(uint64_t h, uint64_t value) { return (h ^ value) * 0x9e3779b97f4a7c15ull; }
+inline uint64_t rotate(uint64_t value, int bits) { return (value << bits) | (value >> (64 - bits)); }
 
 void read_chain(const Interpreter& py, PythonStack& stack) {
   const PythonLayout& l = *py.layout;
@@ -227,15 +228,15 @@ uint64_t chain_key(const Interpreter& py) {
       flags |= static_cast<uint64_t>(static_cast<uint8_t>(read_at<char>(frame, static_cast<size_t>(l.frame_is_entry))))
                << 8;
     }
-    key = mix(key, frame);
-    key = mix(key, code);
-    key = mix(key, position ^ (flags << 48));
+    // One multiply per frame: the chain of them is this loop's latency, beside the loads of the frame chain.
+    uint64_t value = frame + rotate(code, 21) + rotate(position ^ (flags << 48), 42);
     if (is_code(py, code)) {
-      key = mix(key, read_at<uintptr_t>(code, l.code_filename) ^ (read_at<uintptr_t>(code, l.code_name) << 1) ^
-                         (read_at<uintptr_t>(code, l.code_linetable) << 2));
+      value ^= read_at<uintptr_t>(code, l.code_filename) ^ rotate(read_at<uintptr_t>(code, l.code_name), 13) ^
+               rotate(read_at<uintptr_t>(code, l.code_linetable), 29);
     } else if (frame_objects || static_cast<char>(flags) != kFrameOwnedByCStack) {
       break;  // where read_chain stops too: what follows is not read as frames
     }
+    key = mix(key, value);
     frame = read_at<uintptr_t>(frame, l.frame_previous);
   }
   return key == 0 ? 1 : key;
