@@ -114,23 +114,8 @@ GMT_COLD StackTable::Interned intern_new_stack(Recorder& r, const RawStack& stac
   return interned;
 }
 
-// The id of a stack: known already when the stack memo answered (recorder/stacks.h), else found in this thread's
-// cache or interned; then kept in the memo entry the capture named.
-GMT_HOT uint32_t stack_id_of(Recorder& r, const RawStack& answered) {
-  if (answered.known_id != 0 && answered.known_table == &r.stacks) return answered.known_id;
-  RawStack copy;  // a memo answer of another table (a forked child's first stacks): its frames, interned here
-  if (answered.known_pcs) {
-    copy.depth = answered.depth;
-    std::memcpy(copy.pcs, answered.known_pcs, sizeof(uintptr_t) * static_cast<size_t>(answered.depth));
-  }
-  const RawStack& stack = answered.known_pcs ? copy : answered;
-  uint64_t hash = 0;
-  StackTable::Interned interned;
-  interned.id = cached_stack_id(r.stacks, stack, hash, &interned.pcs);
-  if (stack.depth > 0 && interned.id == 0) interned = intern_new_stack(r, stack, hash);
-  if (stack.memo_slot != 0) remember_in_stack_memo(r.stacks, stack, interned);
-  if (stack.check_memo_id != 0) note_stack_memo_mismatch(stack.check_memo_id, interned.id);
-  return interned.id;
+StackTable::Interned intern_under_lock(void* recorder, const RawStack& stack, uint64_t hash) {
+  return intern_new_stack(*static_cast<Recorder*>(recorder), stack, hash);
 }
 
 // A thread's first event on a device: the first thread to claim the device describes it (the recursion guard
@@ -240,7 +225,7 @@ GMT_HOT void record_event(EventRecord& event, bool take_stack) {
   }
 
   // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.
-  if (stack) event.stack_id = stack_id_of(r, *stack);
+  if (stack) event.stack_id = stack_id_of(r.stacks, *stack, intern_under_lock, &r);
   // A thread's events are in time order in its buffer, which the writer's merge relies on. Across threads the
   // merge orders them (recorder/event_buffers.h): a thread stalled between its clock read and here (preempted:
   // 76-214 ms measured on a loaded machine) has its event written with the time of the last one written

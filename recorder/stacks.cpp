@@ -241,6 +241,8 @@ GMT_HOT void capture_stack(RawStack& stack) {
     if (settings().unwind != UnwindMode::Check) return;
     stack.check_memo_id = stack.known_id;  // and take it in full below, to compare (record() does)
     stack.known_id = 0;
+    stack.known_table = nullptr;
+    stack.known_pcs = nullptr;
   }
   if (stored) std::memcpy(frames, stored, sizeof(void*) * static_cast<size_t>(n));
   // The same frames cut by the same ranges are cut at the same place.
@@ -364,6 +366,9 @@ int g_memo_example_count = 0;
 
 }  // namespace
 
+namespace {
+
+// The stack memo's entry for `stack` (RawStack::memo_slot), once its id in `table` is known.
 void remember_in_stack_memo(const StackTable& table, const RawStack& stack, StackTable::Interned interned) {
   StackMemo* memo = stack_memo_of_this_thread();
   if (!memo || stack.memo_slot == 0 || interned.id == 0) return;
@@ -373,6 +378,25 @@ void remember_in_stack_memo(const StackTable& table, const RawStack& stack, Stac
   e.pcs = interned.pcs;
   e.depth = stack.depth;
   e.id = interned.id;
+}
+
+}  // namespace
+
+GMT_HOT uint32_t stack_id_of(const StackTable& table, const RawStack& captured, InternNewStack intern, void* context) {
+  if (captured.known_id != 0 && captured.known_table == &table) return captured.known_id;
+  RawStack copy;  // a memo answer of another table (a forked child's first stacks): its frames, interned here
+  if (captured.known_id != 0 && captured.known_pcs) {
+    copy.depth = captured.depth;
+    std::memcpy(copy.pcs, captured.known_pcs, sizeof(uintptr_t) * static_cast<size_t>(captured.depth));
+  }
+  const RawStack& stack = captured.known_id != 0 ? copy : captured;
+  uint64_t hash = 0;
+  StackTable::Interned interned;
+  interned.id = cached_stack_id(table, stack, hash, &interned.pcs);
+  if (stack.depth > 0 && interned.id == 0) interned = intern(context, stack, hash);
+  if (captured.memo_slot != 0) remember_in_stack_memo(table, captured, interned);
+  if (captured.check_memo_id != 0) note_stack_memo_mismatch(captured.check_memo_id, interned.id);
+  return interned.id;
 }
 
 void note_stack_memo_mismatch(uint32_t memo_id, uint32_t full_id) {

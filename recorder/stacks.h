@@ -96,8 +96,11 @@ uint32_t cached_stack_id(const StackTable& table, const RawStack& stack, uint64_
                          const uintptr_t** table_pcs = nullptr);
 void remember_stack_id(const StackTable& table, const RawStack& stack, uint64_t hash, StackTable::Interned interned);
 
-// The stack memo's entry for `stack` (RawStack::memo_slot), once its id in `table` is known.
-void remember_in_stack_memo(const StackTable& table, const RawStack& stack, StackTable::Interned interned);
+// The id of a captured stack, as record() takes it: known already when the stack memo answered, else found in this
+// thread's cache or interned by `intern` (which takes the table's lock: the recorder's); then kept in the memo
+// entry the capture named, and under GMT_UNWIND=check compared with the memo's answer.
+using InternNewStack = StackTable::Interned (*)(void* context, const RawStack& stack, uint64_t hash);
+uint32_t stack_id_of(const StackTable& table, const RawStack& captured, InternNewStack intern, void* context);
 
 // Under GMT_UNWIND=check, a stack the memo answered is taken in full as well (capture_stack does both): when the
 // two differ, the full stack is the one recorded, and record() tells the memo's id and the full one's here.

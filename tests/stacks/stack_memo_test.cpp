@@ -17,19 +17,16 @@ using gmt::recorder::capture_stack;
 using gmt::recorder::RawStack;
 using gmt::recorder::StackTable;
 
-// What record() does with a captured stack: its id (known, cached or interned), the memo filled, the check noted.
+// What record() does with a captured stack (recorder/recorder.cpp): stack_id_of, interning into the test's table.
+StackTable::Interned intern_into(void* table, const RawStack& stack, uint64_t hash) {
+  auto& into = *static_cast<StackTable*>(table);
+  StackTable::Interned interned = into.intern(stack, hash);
+  gmt::recorder::remember_stack_id(into, stack, hash, interned);
+  return interned;
+}
+
 uint32_t id_as_record_takes_it(StackTable& table, const RawStack& stack) {
-  if (stack.known_id != 0 && stack.known_table == &table) return stack.known_id;
-  uint64_t hash = 0;
-  StackTable::Interned interned;
-  interned.id = gmt::recorder::cached_stack_id(table, stack, hash, &interned.pcs);
-  if (interned.id == 0) {
-    interned = table.intern(stack, gmt::recorder::stack_hash(stack));
-    gmt::recorder::remember_stack_id(table, stack, gmt::recorder::stack_hash(stack), interned);
-  }
-  if (stack.memo_slot != 0) gmt::recorder::remember_in_stack_memo(table, stack, interned);
-  if (stack.check_memo_id != 0) gmt::recorder::note_stack_memo_mismatch(stack.check_memo_id, interned.id);
-  return interned.id;
+  return gmt::recorder::stack_id_of(table, stack, intern_into, &table);
 }
 
 struct Taken {
@@ -49,8 +46,8 @@ void take(void* argument) {
   capture_stack(stack);
   const bool from_memo = stack.known_id != 0;
   const uintptr_t* pcs = from_memo ? stack.known_pcs : stack.pcs;  // a memo answer's frames are the table's
-  taking->taken = Taken{id_as_record_takes_it(*taking->table, stack), from_memo,
-                        std::vector<uintptr_t>(pcs, pcs + stack.depth)};
+  taking->taken =
+      Taken{id_as_record_takes_it(*taking->table, stack), from_memo, std::vector<uintptr_t>(pcs, pcs + stack.depth)};
 }
 
 Taken from(StackTable& table, int place) {
