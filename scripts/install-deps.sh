@@ -28,3 +28,6 @@ if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "install-deps: the CUDA toolkit (nvcc) is required and is not a Debian package; install CUDA 13 first" >&2
   exit 1
 fi
+
+# torch from PyPI in a virtualenv of its own, for the memory-viz test (scripts/install-torch-venv.sh says how big).
+"$(dirname "$0")/install-torch-venv.sh"
