@@ -29,10 +29,11 @@ struct ReportOptions {
   std::string trace_path;
   std::string format = "text";
   size_t top = 10;
-  bool full_stacks = false;  // analysis/model/stack_view.h: no framework frames folded
-  bool full_names = false;   // ... C++ names as recorded
-  std::string output_path;   // empty: stdout
-  uint64_t min_bytes = 0;    // 0: no filter
+  size_t max_allocations = 20'000;  // single allocations in perfetto and html
+  bool full_stacks = false;         // analysis/model/stack_view.h: no framework frames folded
+  bool full_names = false;          // ... C++ names as recorded
+  std::string output_path;          // empty: stdout
+  uint64_t min_bytes = 0;           // 0: no filter
   std::string folded_of = "leaks";
   // Filters (analysis/model/filters.h); the times as given, in seconds from the process start.
   std::optional<int64_t> device;
@@ -137,6 +138,7 @@ int run_report(const ReportOptions& options) {
     render_options.top = options.top;
     render_options.full_stacks = options.full_stacks;
     render_options.full_names = options.full_names;
+    render_options.max_allocations = options.max_allocations;
     // The formats that ship single allocations read the trace once more (the Report holds none).
     std::optional<analysis::TraceFile> trace;
     if (format_reads_allocations(options.format)) {
@@ -222,6 +224,13 @@ CommandAction add_report_command(CLI::App& app) {
                    "Show the N largest leak groups (and failed allocations); keep N call stacks per moment "
                    "(peak, growth, failure) in the JSON report")
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->type_name("N")
+      ->capture_default_str();
+  command
+      ->add_option("--max-allocations", options->max_allocations,
+                   "With --format perfetto or html: show at most N single allocations, the largest of each stretch "
+                   "of the run; the rest are counted and summed (the output says how many)")
+      ->check(CLI::Range(size_t{1}, size_t{10'000'000}))
       ->type_name("N")
       ->capture_default_str();
   command->add_flag("--full-stacks", options->full_stacks,

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 
+#include "analysis/model/allocation_slices.h"
 #include "analysis/model/report.h"
 #include "analysis/render/render.h"
 
@@ -29,8 +30,12 @@ std::string render_html(const Report& report, const RenderOptions& options = {})
 // Chrome trace-event JSON (the JSON Object Format: {"traceEvents": [...], "displayTimeUnit": "ms"}), times
 // in microseconds since the process start. Counter events ("C") for every timeline series (one track for
 // the least and one for the most live bytes of each bucket, so that spikes show) and for the pools' last
-// sample; instant events ("i") for failed allocations and growth findings; process and thread names ("M").
-std::string render_perfetto(const Report& report, const RenderOptions& options = {});
+// sample; instant events ("i") for failed allocations and growth findings; process and thread names ("M"); NVTX
+// ranges as slices. With `slices`, each allocation shown there is an async slice ("b"/"e", unique id) on its device's
+// process from its allocation to its free (or the end of the trace), args: size, memory kind, api, address, stream,
+// the user's frame and the stack; otherData.allocation_slices says how many were shown and what was summed.
+std::string render_perfetto(const Report& report, const RenderOptions& options = {},
+                            const AllocationSlices* slices = nullptr);
 
 // What a folded-stack profile weighs.
 enum class FoldedOf {
