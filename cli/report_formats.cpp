@@ -18,13 +18,22 @@ const std::vector<std::string>& folded_weights() {
   return weights;
 }
 
-bool format_reads_allocations(const std::string& format) { return format == "memory-viz" || format == "perfetto"; }
+bool format_reads_allocations(const std::string& format) {
+  return format == "memory-viz" || format == "perfetto" || format == "html";
+}
 
 std::string render_report(const analysis::Report& report, const std::string& format,
                           const analysis::RenderOptions& options, const std::string& folded_of,
                           const analysis::TraceFile* trace, const analysis::EventFilters& filters) {
   if (format == "json") return analysis::render_json(report, options);
-  if (format == "html") return analysis::render_html(report, options);
+  if (format == "html") {
+    if (!trace) return analysis::render_html(report, options);
+    analysis::SliceLimits limits;
+    limits.max_slices = options.max_allocations;
+    limits.windows = std::min<size_t>(limits.windows, std::max<size_t>(1, options.max_allocations));
+    const analysis::ViewerData viewer = analysis::collect_viewer_data(*trace, filters, report, limits);
+    return analysis::render_html(report, options, &viewer);
+  }
   if (format == "perfetto") {
     if (!trace) return analysis::render_perfetto(report, options);
     analysis::SliceLimits limits;

@@ -19,7 +19,7 @@ const std::vector<std::string>& report_formats();
 const std::vector<std::string>& folded_weights();
 
 // Whether the format ships single allocations, read from the trace in a pass of its own (analysis/model/lifetimes.h)
-// besides the Report: memory-viz, perfetto.
+// besides the Report: memory-viz, perfetto, html.
 bool format_reads_allocations(const std::string& format);
 
 // The report in `format` (one of report_formats(); `folded_of` matters for "folded" only). `trace` (open when
