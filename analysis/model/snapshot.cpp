@@ -84,6 +84,26 @@ SnapshotSegment segment_of(const Lifetime& life, const char* type) {
 
 }  // namespace
 
+std::vector<Lifetime> join_mapped_parts(std::vector<Lifetime> segments) {
+  std::sort(segments.begin(), segments.end(), [](const Lifetime& a, const Lifetime& b) {
+    return std::tie(a.device, a.source, a.address) < std::tie(b.device, b.source, b.address);
+  });
+  std::vector<Lifetime> joined;
+  for (const Lifetime& part : segments) {
+    const bool mapped = part.api == schema::Api::torchSegmentMap;
+    if (mapped && !joined.empty()) {
+      Lifetime& last = joined.back();
+      if (last.api == schema::Api::torchSegmentMap && last.device == part.device && last.source == part.source &&
+          last.address + last.size == part.address) {
+        last.size += part.size;
+        continue;
+      }
+    }
+    joined.push_back(part);
+  }
+  return joined;
+}
+
 void fill_holes(SnapshotSegment& segment, std::vector<SnapshotBlock> live) {
   std::sort(live.begin(), live.end(),
             [](const SnapshotBlock& a, const SnapshotBlock& b) { return a.address < b.address; });
@@ -114,11 +134,14 @@ Snapshot build_snapshot(const TraceFile& trace, const EventFilters& filters, siz
   // Heap segments live at the end, by device and address, and the live blocks to place in them.
   std::map<std::pair<int64_t, uint64_t>, SnapshotSegment> heap_segments;
   std::map<std::pair<int64_t, uint64_t>, std::vector<SnapshotBlock>> blocks_of;
+  std::vector<Lifetime> segment_lives;
   for (const Lifetime& life : walk.live_at_end) {
-    if (life.device >= 0 && life.level == LifeLevel::Segment) {
-      heap_segments.emplace(std::make_pair(life.device, life.address),
-                            segment_of(life, life.size <= kSmallSegmentBytes ? "small" : "large"));
-    }
+    if (life.device >= 0 && life.level == LifeLevel::Segment) segment_lives.push_back(life);
+  }
+  for (const Lifetime& life : join_mapped_parts(std::move(segment_lives))) {
+    SnapshotSegment segment = segment_of(life, life.size <= kSmallSegmentBytes ? "small" : "large");
+    segment.expandable = life.api == schema::Api::torchSegmentMap;
+    heap_segments.emplace(std::make_pair(life.device, life.address), std::move(segment));
   }
   for (const Lifetime& life : walk.live_at_end) {
     if (life.device < 0) continue;

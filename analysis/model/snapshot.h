@@ -61,6 +61,7 @@ struct SnapshotSegment {
   int64_t source = 0;  // schema::Source code of what recorded it
   schema::MemoryKind memory_kind = schema::MemoryKind::None;
   int64_t stack_id = 0;
+  bool expandable = false;            // PyTorch's expandable segment: its adjacent mapped parts joined
   std::vector<SnapshotBlock> blocks;  // in address order, covering the segment (holes as inactive blocks)
 
   uint64_t allocated_bytes() const;
@@ -80,6 +81,11 @@ struct Snapshot {
   int64_t duration_ns = 0;
   std::unordered_map<int64_t, Stack> stacks;  // every stack an entry or a block names (id 0: none taken)
 };
+
+// Heaps' segment lives with the adjacent parts mapped into one of PyTorch's expandable segments (api
+// torchSegmentMap, one address range grown in place) joined into one life each, as PyTorch's snapshot shows them: a
+// block may span two parts. Sorted by device, source and address.
+std::vector<Lifetime> join_mapped_parts(std::vector<Lifetime> segments);
 
 // Puts `live` (the live blocks inside the segment) into segment.blocks in address order, with the holes between them
 // as blocks that are not allocated, so that the blocks cover the segment; a block overlapping the one before it is

@@ -94,7 +94,9 @@ class HeapMoments {
  private:
   void take(HeapMoment& moment) {
     uint64_t blocks = 0;
-    for (const auto& [key, segment_life] : segments_) {
+    std::vector<Lifetime> lives;
+    for (const auto& [key, life] : segments_) lives.push_back(life);
+    for (const Lifetime& segment_life : join_mapped_parts(std::move(lives))) {
       SnapshotSegment segment;
       segment.device = segment_life.device;
       segment.address = segment_life.address;
@@ -102,10 +104,13 @@ class HeapMoments {
       segment.stream = segment_life.stream;
       segment.source = segment_life.source;
       segment.memory_kind = segment_life.memory_kind;
-      segment.segment_type = segment_life.source == static_cast<int64_t>(schema::Source::TorchAllocator)
-                                 ? "PyTorch segment"
-                                 : "NVTX memory heap";
+      segment.expandable = segment_life.api == schema::Api::torchSegmentMap;
+      segment.segment_type = segment_life.source != static_cast<int64_t>(schema::Source::TorchAllocator)
+                                 ? "NVTX memory heap"
+                             : segment.expandable ? "PyTorch expandable segment"
+                                                  : "PyTorch segment";
       std::vector<SnapshotBlock> live;
+      const std::pair<int64_t, uint64_t> key{segment.device, segment.address};
       for (auto it = blocks_.lower_bound(key); it != blocks_.end() && it->first.first == segment.device &&
                                                it->first.second < segment.address + segment.total_size;
            ++it) {

@@ -82,7 +82,7 @@ class SnapshotPickler {
     p_.integer(0);
     p_.end_tuple();
     p_.key("is_expandable");
-    p_.boolean(false);
+    p_.boolean(segment.expandable);
     p_.key("frames");
     write_frames(segment.stack_id);
     p_.key("blocks");

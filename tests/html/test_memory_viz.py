@@ -11,7 +11,8 @@ import sqlite3
 import unittest
 
 from gmt_e2e import TraceDirTestCase, report_json, run_cli, sample
-from torch_shaped_trace import (A, B, C, F, LIVE_AT_END, MIB, SEGMENTS_AT_END, make_torch_shaped_trace)
+from torch_shaped_trace import (A, B, C, F, LIVE_AT_END, MIB, SEGMENTS_AT_END, X, add_expandable_segment,
+                                make_torch_shaped_trace)
 
 
 def snapshot_of(test, trace, *extra):
@@ -152,6 +153,19 @@ class MemoryVizTest(TraceDirTestCase):
         self.assertEqual(actions[("alloc", F)], 1)
         [nccl] = [e for e in snapshot["device_traces"][0] if e["action"] == "alloc" and e["addr"] == B]
         self.assertEqual(nccl["frames"][0]["name"], "nccl_buffer")
+
+    def test_expandable_segment_is_one_segment(self):
+        trace = self.path("torch.db")
+        make_torch_shaped_trace(trace)
+        add_expandable_segment(trace)
+        snapshot = snapshot_of(self, trace)
+        self.check_shape(snapshot)
+        [segment] = [s for s in snapshot["segments"] if s["device"] == 2]
+        self.assertEqual((segment["address"], segment["total_size"], segment["is_expandable"]), (X, 4 * MIB, True))
+        self.assertEqual([(b["address"] - X, b["size"], b["state"]) for b in segment["blocks"]],
+                         [(0, MIB, "inactive"), (MIB, 2 * MIB, "active_allocated"), (3 * MIB, MIB, "inactive")])
+        self.assertEqual(live_by_device(snapshot)[2], 2 * MIB)
+        self.assertEqual(snapshot["gpumemtrace"]["blocks_outside_segments"], 1)  # F only
 
     def test_device_filter(self):
         trace = self.path("torch.db")

@@ -73,6 +73,7 @@ class ViewerTest(TraceDirTestCase):
         zoomed = self.domain(page)
         self.assertLess(zoomed[1] - zoomed[0], (end - start) / 2)
         page.locator("#viewer-zoom-reset").click()
+        page.wait_for_function("document.querySelector('#viewer-timeline svg').getAttribute('data-domain-start') === '0'")
         self.assertEqual(self.domain(page), (0, end))
 
         # The layers are the top stacks; the largest at its highest is the library's 8 MiB buffer.

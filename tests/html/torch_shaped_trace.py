@@ -23,7 +23,8 @@ ALLOC, FREE, SEGMENT_ALLOC, SEGMENT_FREE = 1, 2, 22, 23
 DEVICE, TENSOR_BLOCK = 1, 6
 RUNTIME_HOOK, TORCH = 1, 4
 CUDA_MALLOC, CUDA_FREE = 1, 9
-BLOCK_ALLOC, BLOCK_FREE, SEGMENT_ALLOC_API, SEGMENT_FREE_API = 45, 46, 47, 48
+BLOCK_ALLOC, BLOCK_FREE, SEGMENT_ALLOC_API, SEGMENT_FREE_API, SEGMENT_MAP_API = 45, 46, 47, 48, 49
+X = 0x7F5000000000  # add_expandable_segment's range
 
 # What the app holds at the end, per device (blocks, and CUDA memory behind no segment).
 LIVE_AT_END = {0: 3 * MIB + 1 * MIB + 8 * MIB + 1 * MIB, 1: 4 * MIB}
@@ -88,3 +89,20 @@ def make_torch_shaped_trace(path, hostile_name=None):
         db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('tensor_blocks', '1')")
     db.close()
     return stacks
+
+
+def add_expandable_segment(path):
+    """Adds, on device 2 at 20-22 ms, an expandable segment grown in place (PyTorch's segment_map of two 2 MiB parts
+    at X and X + 2 MiB) and a 2 MiB block at X + 1 MiB that spans both parts, kept."""
+    db = sqlite3.connect(path)
+    with db:
+        start = int(db.execute("SELECT value FROM meta WHERE key = 'start_monotonic_ns'").fetchone()[0])
+        stack = db.execute("SELECT MIN(stack_id) FROM events WHERE stack_id != 0").fetchone()[0]
+        for ms, kind, api, address, size in ((20, SEGMENT_ALLOC, SEGMENT_MAP_API, X, 2 * MIB),
+                                             (21, SEGMENT_ALLOC, SEGMENT_MAP_API, X + 2 * MIB, 2 * MIB),
+                                             (22, ALLOC, BLOCK_ALLOC, X + MIB, 2 * MIB)):
+            db.execute("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, "
+                       "address, size, stack_id, error) VALUES (?, ?, ?, ?, ?, 1000, 2, 0, ?, ?, ?, 0)",
+                       (start + ms * 1_000_000, kind, api, TORCH, TENSOR_BLOCK, address, size,
+                        stack if kind == ALLOC else 0))
+    db.close()

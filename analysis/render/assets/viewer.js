@@ -104,7 +104,7 @@
         .on('click', function () { current.level = level; drawAllocations(); markButtons(); });
   });
   toolbar.append('button').attr('id', 'viewer-zoom-reset').text('reset zoom')
-      .on('click', function () { svg.transition().duration(0).call(zoom.transform, d3.zoomIdentity); });
+      .on('click', function () { svg.call(zoom.transform, d3.zoomIdentity); });
 
   function markButtons() {
     toolbar.selectAll('.device-button').classed('on', function () {
