@@ -6,13 +6,13 @@ set -euo pipefail
 # clang and libclang-rt-dev: libFuzzer, for the fuzz tests (tests/fuzz; they skip without it).
 # clang-format: the layout check of scripts/test.sh (scripts/check-format.sh; version 14, Debian 12's).
 # chromium: renders the HTML report headless in tests/html and bench/html_report.py (they skip without it); Playwright
-# (PyPI, below) drives it in tests/html/test_viewer.py.
-# node-d3: the d3 that analysis/render/assets/vendor/d3.min.js was copied from (its README says how to update it).
+# (PyPI, below) drives it in tests/html/test_viewer.py. (Debian's node-d3 is not needed: its d3.min.js is vendored,
+# analysis/render/assets/vendor/README.md.)
 packages=(cmake ninja-build g++ python3
           libsqlite3-dev sqlite3 libfmt-dev libcli11-dev nlohmann-json3-dev
           libunwind-dev libdw-dev libelf-dev libgtest-dev
           clang libclang-rt-dev clang-format
-          chromium node-d3)
+          chromium)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,9 +4,9 @@
 #
 # Where: $GMT_TORCH_VENV, else /opt/gpumemtrace-torch-venv. Nothing is done when its torch already imports.
 # PyPI's torch for Linux x86-64 is the CUDA build: its import needs the nvidia-* wheels it depends on, so they come
-# too (about 4 GB; 8 min 7 s on the 2-core build machine on 2026-12-06 with an empty pip cache, while others
-# built; `--no-deps` leaves `import torch` failing on libcufile.so.0). GMT_SKIP_TORCH_VENV=1 skips it (the test then
-# reports itself skipped).
+# too (torch 2.15.0, about 4 GB; on the 2-core build machine on 2026-12-06, while others built: 8 min 7 s with an
+# empty pip cache, 6 min 36 s with the wheels in pip's cache; `--no-deps` leaves `import torch` failing on
+# libcufile.so.0). GMT_SKIP_TORCH_VENV=1 skips it (the test then reports itself skipped).
 set -euo pipefail
 venv=${GMT_TORCH_VENV:-/opt/gpumemtrace-torch-venv}
 if [ "${GMT_SKIP_TORCH_VENV:-0}" = 1 ]; then
