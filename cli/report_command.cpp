@@ -29,10 +29,11 @@ struct ReportOptions {
   std::string trace_path;
   std::string format = "text";
   size_t top = 10;
-  bool full_stacks = false;  // analysis/model/stack_view.h: no framework frames folded
-  bool full_names = false;   // ... C++ names as recorded
-  std::string output_path;   // empty: stdout
-  uint64_t min_bytes = 0;    // 0: no filter
+  size_t max_allocations = 20'000;  // single allocations in perfetto and html
+  bool full_stacks = false;         // analysis/model/stack_view.h: no framework frames folded
+  bool full_names = false;          // ... C++ names as recorded
+  std::string output_path;          // empty: stdout
+  uint64_t min_bytes = 0;           // 0: no filter
   std::string folded_of = "leaks";
   // Filters (analysis/model/filters.h); the times as given, in seconds from the process start.
   std::optional<int64_t> device;
@@ -137,7 +138,21 @@ int run_report(const ReportOptions& options) {
     render_options.top = options.top;
     render_options.full_stacks = options.full_stacks;
     render_options.full_names = options.full_names;
-    std::string text = render_report(report, options.format, render_options, options.folded_of);
+    render_options.max_allocations = options.max_allocations;
+    // The formats that ship single allocations read the trace once more (the Report holds none).
+    std::optional<analysis::TraceFile> trace;
+    if (format_reads_allocations(options.format)) {
+      if (report.trace.salvaged) {
+        fmt::print(stderr,
+                   "gpumemtrace: --format {} reads every allocation of the trace, and '{}' is damaged; the text and "
+                   "json reports show what was salvaged\n",
+                   options.format, options.trace_path);
+        return kExitBadInput;
+      }
+      trace.emplace(analysis::TraceFile::open(options.trace_path));
+    }
+    std::string text =
+        render_report(report, options.format, render_options, options.folded_of, trace ? &*trace : nullptr, filters);
     if (int written = write_output(text, options.output_path); written != kExitOk) return written;
     return check_gates(report, options.gates);
   } catch (const analysis::TraceError& e) {
@@ -195,7 +210,8 @@ CommandAction add_report_command(CLI::App& app) {
   command
       ->add_option("--format", options->format,
                    "Output format: text for people, json for scripts, html (one self-contained page with plots), "
-                   "perfetto (Chrome trace-event JSON for ui.perfetto.dev), folded (stacks for flamegraph.pl)")
+                   "perfetto (Chrome trace-event JSON for ui.perfetto.dev), folded (stacks for flamegraph.pl), "
+                   "memory-viz (PyTorch's memory snapshot pickle for pytorch.org/memory_viz; binary, use -o)")
       ->check(CLI::IsMember(report_formats()))
       ->capture_default_str();
   command
@@ -208,6 +224,13 @@ CommandAction add_report_command(CLI::App& app) {
                    "Show the N largest leak groups (and failed allocations); keep N call stacks per moment "
                    "(peak, growth, failure) in the JSON report")
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->type_name("N")
+      ->capture_default_str();
+  command
+      ->add_option("--max-allocations", options->max_allocations,
+                   "With --format perfetto or html: show at most N single allocations, the largest of each stretch "
+                   "of the run; the rest are counted and summed (the output says how many)")
+      ->check(CLI::Range(size_t{1}, size_t{10'000'000}))
       ->type_name("N")
       ->capture_default_str();
   command->add_flag("--full-stacks", options->full_stacks,
@@ -236,6 +259,7 @@ CommandAction add_report_command(CLI::App& app) {
       "  gpumemtrace report trace.0.db trace.1.db           per-process peaks and leaks, imbalance, outlier rank\n"
       "  gpumemtrace report trace.db --format html -o r.html   one page with plots; opens offline\n"
       "  gpumemtrace report trace.db --format perfetto -o t.json   load in ui.perfetto.dev\n"
+      "  gpumemtrace report trace.db --format memory-viz -o snap.pickle   open in pytorch.org/memory_viz\n"
       "  gpumemtrace report trace.db --format folded | flamegraph.pl > leaks.svg\n"
       "  gpumemtrace report trace.db --format folded --folded-of peak   stacks live at the peak\n"
       "  gpumemtrace report trace.db --device 1 --since 60   device 1, from 60 s into the run\n"

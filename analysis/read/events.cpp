@@ -96,6 +96,13 @@ uint64_t highest_event_id(const TraceFile& trace) {
   return highest.step() ? static_cast<uint64_t>(std::max<int64_t>(0, highest.column_int(0))) : 0;
 }
 
+bool has_segment_events(const TraceFile& trace) {
+  const std::string sql = "SELECT EXISTS(SELECT 1 FROM events WHERE kind = " +
+                          std::to_string(static_cast<int>(schema::EventKind::SegmentAlloc)) + ")";
+  Statement query(trace, sql.c_str());
+  return query.step() && query.column_int(0) != 0;
+}
+
 std::optional<int64_t> first_event_time(const TraceFile& trace) {
   Statement first(trace, "SELECT MIN(time_ns) FROM events");
   if (!first.step() || first.column_is_null(0)) return std::nullopt;

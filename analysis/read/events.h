@@ -64,6 +64,9 @@ class EventReader {
 // The highest event id (the rowid index: no scan), an estimate of the event count for progress; 0 when empty.
 uint64_t highest_event_id(const TraceFile& trace);
 
+// Whether the trace has a SegmentAlloc event (a heap's segment: heaps.h).
+bool has_segment_events(const TraceFile& trace);
+
 // The earliest event's time; nullopt for a trace without events.
 std::optional<int64_t> first_event_time(const TraceFile& trace);
 

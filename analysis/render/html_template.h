@@ -10,10 +10,17 @@
 namespace gmt::analysis {
 
 // Placeholders, each exactly once in the page, in this order.
-inline constexpr std::string_view kHtmlTitleSlot = "@@GMT_TITLE@@";    // escaped text
-inline constexpr std::string_view kHtmlHeaderSlot = "@@GMT_HEADER@@";  // markup built from escaped text
-inline constexpr std::string_view kHtmlDataSlot = "@@GMT_DATA@@";      // JSON with '<', '>' and '&' as \u00XX
+inline constexpr std::string_view kHtmlTitleSlot = "@@GMT_TITLE@@";             // escaped text
+inline constexpr std::string_view kHtmlHeaderSlot = "@@GMT_HEADER@@";           // markup built from escaped text
+inline constexpr std::string_view kHtmlDataSlot = "@@GMT_DATA@@";               // JSON with '<', '>' and '&' as \u00XX
+inline constexpr std::string_view kHtmlViewerDataSlot = "@@GMT_VIEWER@@";       // the same, for the viewer (or null)
+inline constexpr std::string_view kHtmlD3Slot = "@@GMT_D3@@";                   // d3.min.js (assets/vendor)
+inline constexpr std::string_view kHtmlViewerScriptSlot = "@@GMT_VIEWER_JS@@";  // assets/viewer.js
 
 std::string_view html_report_template();
+// The vendored d3 (assets/vendor/d3.min.js, BSD-3-Clause: assets/vendor/d3.LICENSE) and the viewer's script
+// (assets/viewer.js: the interactive timeline, stack panel, flamegraph, segment map and findings panel).
+std::string_view d3_script();
+std::string_view viewer_script();
 
 }  // namespace gmt::analysis

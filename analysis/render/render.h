@@ -19,6 +19,8 @@ struct RenderOptions {
   bool full_stacks = false;
   // C++ names as recorded, template arguments and parameter lists included.
   bool full_names = false;
+  // Single allocations shown by the formats that ship them (perfetto, html: analysis/model/allocation_slices.h).
+  size_t max_allocations = 20'000;
 };
 
 // The report for a terminal: header, totals, peak (with a sparkline and what was live then), leaks by call

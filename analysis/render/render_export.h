@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <string>
 
+#include "analysis/model/allocation_slices.h"
 #include "analysis/model/report.h"
+#include "analysis/model/viewer_data.h"
 #include "analysis/render/render.h"
 
 namespace gmt::analysis {
@@ -24,13 +26,23 @@ inline constexpr size_t kMaxExportedRanges = 2000;
 // and the tables: leaks with their call stacks, stacks live at each peak, growth, fragmentation, pools,
 // failures. Text from the trace is inserted with textContent (and escaped in the server-side header), so a
 // symbol such as `operator<<<script>` stays text.
-std::string render_html(const Report& report, const RenderOptions& options = {});
+//
+// With `viewer` (analysis/model/viewer_data.h), the page also has the interactive viewer: memory over time per device
+// with zoom and pan (d3.zoom) down to single allocations, the top call stacks as stacked layers, NVTX ranges as a
+// band; a stack panel for a clicked layer, allocation, flamegraph node, block or finding; an icicle of bytes by stack
+// (live at the peak, leaked, allocated in total); the heaps' segment map at chosen moments; the findings panel. d3 is
+// inlined (assets/vendor), so the page still opens offline.
+std::string render_html(const Report& report, const RenderOptions& options = {}, const ViewerData* viewer = nullptr);
 
 // Chrome trace-event JSON (the JSON Object Format: {"traceEvents": [...], "displayTimeUnit": "ms"}), times
 // in microseconds since the process start. Counter events ("C") for every timeline series (one track for
 // the least and one for the most live bytes of each bucket, so that spikes show) and for the pools' last
-// sample; instant events ("i") for failed allocations and growth findings; process and thread names ("M").
-std::string render_perfetto(const Report& report, const RenderOptions& options = {});
+// sample; instant events ("i") for failed allocations and growth findings; process and thread names ("M"); NVTX
+// ranges as slices. With `slices`, each allocation shown there is an async slice ("b"/"e", unique id) on its device's
+// process from its allocation to its free (or the end of the trace), args: size, memory kind, api, address, stream,
+// the user's frame and the stack; otherData.allocation_slices says how many were shown and what was summed.
+std::string render_perfetto(const Report& report, const RenderOptions& options = {},
+                            const AllocationSlices* slices = nullptr);
 
 // What a folded-stack profile weighs.
 enum class FoldedOf {

@@ -4,12 +4,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "analysis/format.h"
 #include "analysis/model/tensor_blocks.h"
 #include "analysis/render/html_template.h"
 #include "analysis/render/render_export.h"
+#include "analysis/render/render_viewer.h"
 
 namespace gmt::analysis {
 namespace {
@@ -154,28 +158,45 @@ std::string header(const Report& report) {
   return out + tensor_blocks_html(report);
 }
 
+// "</script" cannot occur in d3.min.js and viewer.js (checked here, so that a new version that has it fails loudly):
+// the HTML parser would end their <script> element there.
+std::string_view script_text(std::string_view script) {
+  if (script.find("</script") != std::string_view::npos || script.find("</SCRIPT") != std::string_view::npos) {
+    throw std::logic_error("an inlined script of the HTML page contains </script");
+  }
+  return script;
+}
+
 }  // namespace
 
-std::string render_html(const Report& report, const RenderOptions& options) {
+std::string render_html(const Report& report, const RenderOptions& options, const ViewerData* viewer) {
   const std::string title =
       "gpumemtrace: " + (report.trace.command_line ? *report.trace.command_line : report.trace.path);
   const std::string data =
       script_safe_json(page_data(report, options).dump(-1, ' ', false, Json::error_handler_t::replace));
+  const std::string viewer_data = script_safe_json(
+      viewer ? viewer_json(report, *viewer, options).dump(-1, ' ', false, Json::error_handler_t::replace) : "null");
 
-  // Split the page at its slots first, so that text put into one slot is never searched for the next.
+  // Split the page at its slots in order, so that text put into one slot is never searched for the next.
   const std::string_view page = html_report_template();
-  const size_t title_at = page.find(kHtmlTitleSlot);
-  const size_t header_at = page.find(kHtmlHeaderSlot, title_at);
-  const size_t data_at = page.find(kHtmlDataSlot, header_at);
+  const std::string escaped_title = html_escape(title);
+  const std::string header_html = header(report);
+  const std::pair<std::string_view, std::string_view> slots[] = {{kHtmlTitleSlot, escaped_title},
+                                                                 {kHtmlHeaderSlot, header_html},
+                                                                 {kHtmlDataSlot, data},
+                                                                 {kHtmlViewerDataSlot, viewer_data},
+                                                                 {kHtmlD3Slot, script_text(d3_script())},
+                                                                 {kHtmlViewerScriptSlot, script_text(viewer_script())}};
   std::string out;
-  out.reserve(page.size() + data.size() + 4096);
-  out += page.substr(0, title_at);
-  out += html_escape(title);
-  out += page.substr(title_at + kHtmlTitleSlot.size(), header_at - title_at - kHtmlTitleSlot.size());
-  out += header(report);
-  out += page.substr(header_at + kHtmlHeaderSlot.size(), data_at - header_at - kHtmlHeaderSlot.size());
-  out += data;
-  out += page.substr(data_at + kHtmlDataSlot.size());
+  out.reserve(page.size() + data.size() + viewer_data.size() + d3_script().size() + viewer_script().size() + 4096);
+  size_t at = 0;
+  for (const auto& [slot, text] : slots) {
+    const size_t found = page.find(slot, at);
+    out += page.substr(at, found - at);
+    out += text;
+    at = found + slot.size();
+  }
+  out += page.substr(at);
   return out;
 }
 

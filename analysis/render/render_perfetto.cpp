@@ -12,6 +12,7 @@
 #include <string>
 
 #include "analysis/format.h"
+#include "analysis/model/stack_view.h"
 #include "analysis/render/render_export.h"
 
 namespace gmt::analysis {
@@ -90,6 +91,26 @@ class TraceEvents {
                            {"tid", tid},
                            {"ts", micros(std::max(start_ns, end_ns))}});
   }
+  // One allocation from its allocation to its free (or the end of the trace): an async pair, since allocations
+  // overlap without nesting; Perfetto lays overlapping ones on tracks of their own under the device.
+  void allocation(int64_t pid, uint64_t id, const std::string& category, const std::string& name, int64_t start_ns,
+                  int64_t end_ns, Json args) {
+    events_.push_back(Json{{"ph", "b"},
+                           {"name", name},
+                           {"cat", category},
+                           {"id", id},
+                           {"pid", pid},
+                           {"tid", 0},
+                           {"ts", micros(start_ns)},
+                           {"args", std::move(args)}});
+    events_.push_back(Json{{"ph", "e"},
+                           {"name", name},
+                           {"cat", category},
+                           {"id", id},
+                           {"pid", pid},
+                           {"tid", 0},
+                           {"ts", micros(std::max(start_ns, end_ns))}});
+  }
   Json take() { return std::move(events_); }
 
  private:
@@ -103,9 +124,38 @@ std::string innermost_function(const Stack& stack) {
   return stack.frames.empty() ? std::string() : format_pc(stack.frames.front().pc);
 }
 
+// Async ids of allocations start above those of NVTX start/end ranges (1 .. kMaxExportedRanges).
+constexpr uint64_t kFirstAllocationId = 1'000'000;
+
+// The allocation's args: what it is, and its stack with the user's own frame first (as the text report marks it).
+Json allocation_args(const Lifetime& life, const AllocationSlices& slices, const RenderOptions& options) {
+  Json args{{"size_bytes", life.size},
+            {"memory_kind", std::string(schema::to_string(life.memory_kind))},
+            {"level", life.level == LifeLevel::Block ? "block in a heap" : "CUDA allocation"},
+            {"api", std::string(schema::to_string(life.api))},
+            {"address", format_pc(life.address)},
+            {"device", life.device},
+            {"stream", format_pc(static_cast<uint64_t>(life.stream))},
+            {"live_at_end", life.live()}};
+  auto it = slices.stacks.find(life.stack_id);
+  if (it == slices.stacks.end()) {
+    args["user_frame"] = nullptr;
+    args["stack"] = Json::array();
+    return args;
+  }
+  const Frame* user = user_frame(it->second);
+  args["user_frame"] = user ? Json(frame_label(*user, options.full_names)) : Json(nullptr);
+  StackViewOptions view;
+  view.max_lines = 12;
+  view.full_stacks = options.full_stacks;
+  view.full_names = options.full_names;
+  args["stack"] = stack_view_lines(it->second, view);
+  return args;
+}
+
 }  // namespace
 
-std::string render_perfetto(const Report& report, const RenderOptions& /*options*/) {
+std::string render_perfetto(const Report& report, const RenderOptions& options, const AllocationSlices* slices) {
   TraceEvents events;
   std::string application = report.trace.command_line ? *report.trace.command_line : report.trace.path;
   events.name_process(kApplicationPid, "gpumemtrace: " + application, 0);
@@ -116,6 +166,9 @@ std::string render_perfetto(const Report& report, const RenderOptions& /*options
   for (const GrowthFinding& finding : report.growth.findings) devices[finding.device] = true;
   if (report.pools) {
     for (const PoolUsage& pool : *report.pools) devices[pool.device] = true;
+  }
+  if (slices) {
+    for (const Lifetime& life : slices->shown) devices[life.device] = true;
   }
   for (const auto& [device, unused] : devices) {
     events.name_process(device_pid(device), device_name(device), device_pid(device));
@@ -196,6 +249,34 @@ std::string render_perfetto(const Report& report, const RenderOptions& /*options
     }
   }
 
+  // Single allocations (analysis/model/allocation_slices.h): the largest of each window of the run; the rest summed.
+  Json allocations = nullptr;
+  if (slices) {
+    uint64_t id = kFirstAllocationId;
+    for (const Lifetime& life : slices->shown) {
+      const bool block = life.level == LifeLevel::Block;
+      const std::string name = fmt::format("{} {}", schema::to_string(life.api), format_bytes(life.size));
+      events.allocation(device_pid(life.device), id++, block ? "block" : "allocation", name, life.alloc_ns,
+                        life.live() ? slices->duration_ns : life.free_ns, allocation_args(life, *slices, options));
+    }
+    Json not_shown = Json::object();
+    uint64_t lives_not_shown = 0;
+    uint64_t bytes_not_shown = 0;
+    for (const auto& [device, summed] : slices->not_shown) {
+      not_shown[device_name(device)] = {{"allocations", summed.lives}, {"bytes", summed.bytes}};
+      lives_not_shown += summed.lives;
+      bytes_not_shown += summed.bytes;
+    }
+    allocations = Json{{"shown", slices->shown.size()},
+                       {"allocations", slices->lives},
+                       {"not_shown", lives_not_shown},
+                       {"not_shown_bytes", bytes_not_shown},
+                       {"not_shown_by_device", std::move(not_shown)},
+                       {"rule", fmt::format("the {} largest allocations of each {} ms window of the run, by allocation "
+                                            "time; the rest counted and summed here",
+                                            slices->per_window, static_cast<double>(slices->window_ns) / 1e6)}};
+  }
+
   Json document{{"traceEvents", events.take()},
                 {"displayTimeUnit", "ms"},
                 {"otherData",
@@ -203,7 +284,8 @@ std::string render_perfetto(const Report& report, const RenderOptions& /*options
                   {"trace", report.trace.path},
                   {"bucket_ns", report.timeline.bucket_ns},
                   {"failures_not_shown", report.failures.size() - failures},
-                  {"range_spans_not_shown", report.range_spans.size() - spans + report.range_spans_left_out}}}};
+                  {"range_spans_not_shown", report.range_spans.size() - spans + report.range_spans_left_out},
+                  {"allocation_slices", std::move(allocations)}}}};
   return document.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

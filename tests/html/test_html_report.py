@@ -3,10 +3,11 @@ table's bytes equal the JSON report's, and hostile names from the trace (a symbo
 range) stay text. Skips (exit 77) when chromium is not installed."""
 import json
 import os
+import re
 import sqlite3
 import unittest
 
-from gmt_e2e import TraceDirTestCase, report_json, run_cli, sample
+from gmt_e2e import SOURCE, TraceDirTestCase, report_json, run_cli, sample
 from html_support import dump_dom, parse_dom, require_chromium, screenshot
 
 BROWSER = require_chromium()
@@ -55,24 +56,50 @@ class HtmlReportTest(TraceDirTestCase):
     def tearDownClass(cls):
         cls.workdir.tearDown()
 
+    def element_text(self, opening):
+        start = self.raw.index(opening) + len(opening)
+        return start, self.raw.index("</script>", start)
+
     def test_page_is_self_contained(self):
+        # The inlined d3 is the vendored file, unchanged (analysis/render/assets/vendor/README.md).
+        with open(os.path.join(SOURCE, "analysis", "render", "assets", "vendor", "d3.min.js"), encoding="utf-8") as f:
+            d3 = f.read()
+        d3_start, d3_end = self.element_text("<script>// https://d3js.org v5.16.0")
+        d3_start -= len("// https://d3js.org v5.16.0")
+        self.assertEqual(self.raw[d3_start:d3_end], d3)
+        # Its URLs are XML namespace names and its own in the license line, never fetched; its one "src=" is in
+        # d3.image(), which the viewer never calls (nor anything else that loads: checked below).
+        self.assertEqual(set(re.findall(r"https?://[^\s\"'),]*", d3)),
+                         {"http://www.w3.org/1999/xhtml", "http://www.w3.org/1999/xlink", "http://www.w3.org/2000/svg",
+                          "http://www.w3.org/2000/xmlns/", "http://www.w3.org/XML/1998/namespace",
+                          "https://d3js.org"})
+        for call in ("d3.image", "d3.json", "d3.csv", "d3.text", "d3.xml", "fetch(", "XMLHttpRequest", "import("):
+            self.assertNotIn(call, self.raw[d3_end:])
+        # The rest: no URL but the SVG namespace, nothing that loads. The embedded JSON elements are data (names
+        # from the trace, such as the hostile range name, may say "src="; their "<" cannot open a tag there:
+        # test_embedded_json_cannot_end_its_script): only the markup and code count.
+        report_start, report_end = self.element_text('id="gmt-report-data">')
+        viewer_start, viewer_end = self.element_text('id="gmt-viewer-data">')
+        self.assertLess(report_end, viewer_start)
+        self.assertLess(viewer_end, d3_start)
+        text = (self.raw[:report_start] + self.raw[report_end:viewer_start] + self.raw[viewer_end:d3_start] +
+                self.raw[d3_end:]).replace("http://www.w3.org/2000/svg", "")
         for needle in ("http://", "https://", "<link", "@import", "src="):
             with self.subTest(needle=needle):
-                # The SVG namespace is the one URL allowed: it names, it is never fetched. The embedded JSON is
-                # data (names from the trace, such as the hostile range name, may say "src="; its "<" cannot
-                # open a tag there: test_embedded_json_cannot_end_its_script): only the markup and code count.
-                start = self.raw.index('id="gmt-report-data">')
-                end = self.raw.index("</script>", start)
-                text = (self.raw[:start] + self.raw[end:]).replace("http://www.w3.org/2000/svg", "")
                 self.assertNotIn(needle, text)
 
     def test_embedded_json_cannot_end_its_script(self):
-        self.assertEqual(self.raw.count("</script"), 2)  # the data element's and the code's own end tags
+        # The end tags of the two data elements, the report's code, d3 and the viewer's code.
+        self.assertEqual(self.raw.count("</script"), 5)
         self.assertNotIn("<!--", self.raw)
         start = self.raw.index('id="gmt-report-data">') + len('id="gmt-report-data">')
         embedded = json.loads(self.raw[start:self.raw.index("</script>", start)])
         self.assertEqual(embedded["totals"], self.report["totals"])
         self.assertEqual(embedded["trace"]["command_line"], HOSTILE_COMMAND)
+        start, end = self.element_text('id="gmt-viewer-data">')
+        viewer = json.loads(self.raw[start:end])
+        users = [s["user"] for s in viewer["stacks"].values() if s["user"]]
+        self.assertTrue(any(u.startswith(HOSTILE_SYMBOL) for u in users), users)
 
     def test_script_ran_and_drew_the_timeline(self):
         body = self.dom.find_all("body")[0]
@@ -111,7 +138,7 @@ class HtmlReportTest(TraceDirTestCase):
         # The symbol: text of the leak's summary and of its first frame, never an element.
         summaries = [s.text() for s in self.dom.find_all("summary")]
         self.assertTrue(any(s.startswith(HOSTILE_SYMBOL) for s in summaries), summaries)
-        self.assertEqual([s.tag for s in self.dom.find_all("script")], ["script", "script"])
+        self.assertEqual([s.tag for s in self.dom.find_all("script")], ["script"] * 5)
         for tag in ("b", "img"):
             self.assertEqual(self.dom.find_all(tag), [], tag)
         self.assertNotIn("<script>alert", self.dom_text)

@@ -1,11 +1,13 @@
 """`report --format perfetto` checked against the Chrome trace-event format (JSON Object Format): the fields
 each phase requires, numeric times in microseconds, and counter values equal to the JSON report's timeline,
-failures and growth findings."""
+failures and growth findings; single allocations as async slices (every one closed, ids unique) whose count and
+bytes, with the summed remainder that otherData states, are the trace's."""
 import json
 import numbers
 import unittest
 
 from gmt_e2e import TraceDirTestCase, report_json, run_cli, sample
+from torch_shaped_trace import A, B, F, MIB, make_torch_shaped_trace
 
 # Fields every event of a phase must carry (Trace Event Format: "ph", "name", "pid", "tid"; "ts" for all
 # but metadata; "dur" for complete events; "s" (scope) for instant events; args for counters and metadata).
@@ -20,12 +22,15 @@ REQUIRED = {
 
 
 class PerfettoTest(TraceDirTestCase):
-    def export(self, name, *args, env=None):
+    def export(self, name, *args, env=None, report_args=()):
         trace = self.path(f"{name}.db")
         result = run_cli("run", "--simulate", "-o", trace, "--", sample(name), *args, env=env)
         self.assertEqual(result.returncode, 0, result.stderr)
-        out = self.path(f"{name}.json")
-        result = run_cli("report", "--format", "perfetto", "-o", out, trace)
+        return self.export_trace(trace, report_args)
+
+    def export_trace(self, trace, report_args=()):
+        out = trace + ".json"
+        result = run_cli("report", "--format", "perfetto", "-o", out, *report_args, trace)
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(out) as f:
             document = json.load(f)
@@ -110,8 +115,8 @@ class PerfettoTest(TraceDirTestCase):
         spans = report["range_spans"]
         self.assertTrue(spans)
         slices = [e for e in document["traceEvents"] if e["ph"] == "X" and e.get("cat") == "nvtx"]
-        begins = [e for e in document["traceEvents"] if e["ph"] == "b"]
-        ends = {e["id"]: e for e in document["traceEvents"] if e["ph"] == "e"}
+        begins = [e for e in document["traceEvents"] if e["ph"] == "b" and e["cat"] == "nvtx"]
+        ends = {e["id"]: e for e in document["traceEvents"] if e["ph"] == "e" and e["cat"] == "nvtx"}
         duration_us = report["trace"]["duration_ns"] / 1000
 
         def expected(span):
@@ -133,6 +138,92 @@ class PerfettoTest(TraceDirTestCase):
                 if open_ends:
                     self.assertLessEqual(e["ts"] + e["dur"], open_ends[-1] + 1e-6, e)
                 open_ends.append(e["ts"] + e["dur"])
+
+
+    def allocation_slices(self, document):
+        """The allocation slices as (begin, end) pairs, after checking that every one is closed once, by an end of
+        its own id, category and name, not before it began, and that ids are unique."""
+        events = [e for e in document["traceEvents"] if e["ph"] in ("b", "e") and e["cat"] in ("allocation", "block")]
+        begins = [e for e in events if e["ph"] == "b"]
+        ends = [e for e in events if e["ph"] == "e"]
+        self.assertEqual(len({e["id"] for e in begins}), len(begins), "slice ids are not unique")
+        self.assertEqual(len({e["id"] for e in ends}), len(ends))
+        other_ids = {e["id"] for e in document["traceEvents"] if e["ph"] in ("b", "e") and e not in events}
+        self.assertFalse(other_ids & {e["id"] for e in begins})
+        end_of = {e["id"]: e for e in ends}
+        pairs = []
+        for begin in begins:
+            end = end_of.pop(begin["id"], None)
+            self.assertIsNotNone(end, f"slice never closed: {begin}")
+            self.assertEqual((end["cat"], end["name"], end["pid"], end["tid"]),
+                             (begin["cat"], begin["name"], begin["pid"], begin["tid"]))
+            self.assertGreaterEqual(end["ts"], begin["ts"])
+            pairs.append((begin, end))
+        self.assertFalse(end_of, "ends without a begin")
+        return pairs
+
+    def test_allocations_are_slices_with_stacks(self):
+        document, report = self.export("leaky")
+        pairs = self.allocation_slices(document)
+        summary = document["otherData"]["allocation_slices"]
+        self.assertEqual(summary["shown"], len(pairs))
+        self.assertEqual(summary["not_shown"], 0)
+        self.assertEqual(summary["allocations"], report["totals"]["allocations"])
+        self.assertEqual(sum(b["args"]["size_bytes"] for b, _ in pairs), report["totals"]["allocated_bytes"])
+        live = [b for b, _ in pairs if b["args"]["live_at_end"]]
+        self.assertEqual(sum(b["args"]["size_bytes"] for b in live), report["totals"]["leaked_bytes"])
+        duration_us = report["trace"]["duration_ns"] / 1000
+        for begin, end in pairs:
+            if begin["args"]["live_at_end"]:
+                self.assertAlmostEqual(end["ts"], duration_us, places=3)
+        # Each leak's stack on its slices: the user's frame first, then the stack as the text report shows it.
+        pids = self.process_ids(document)
+        for leak in report["leaks"]:
+            function = leak["stack"][0]["function"]
+            mine = [b for b in live if b["args"]["user_frame"] and function in b["args"]["user_frame"]]
+            self.assertEqual(len(mine), leak["count"], function)
+            [device] = leak["devices"]
+            for begin in mine:
+                self.assertEqual(begin["pid"], pids[f"device {device}" if device >= 0 else "host memory"])
+                self.assertIn(function, begin["args"]["stack"][0])
+                self.assertEqual([begin["args"]["memory_kind"]], leak["memory_kinds"])
+
+    def test_bounded_with_the_rest_summed(self):
+        document, report = self.export("slow_leak", env={"GMT_SIM_DEVICE_BYTES": "1G"},
+                                       report_args=("--max-allocations", "40"))
+        pairs = self.allocation_slices(document)
+        summary = document["otherData"]["allocation_slices"]
+        self.assertLessEqual(len(pairs), 40)
+        self.assertEqual(summary["shown"], len(pairs))
+        self.assertGreater(summary["not_shown"], 0)
+        self.assertEqual(summary["shown"] + summary["not_shown"], report["totals"]["allocations"])
+        self.assertEqual(sum(b["args"]["size_bytes"] for b, _ in pairs) + summary["not_shown_bytes"],
+                         report["totals"]["allocated_bytes"])
+        self.assertEqual(summary["not_shown_by_device"]["device 0"]["bytes"], summary["not_shown_bytes"])
+        # Spread over the run: 40 windows keep one allocation each, so the first and the last allocations' windows
+        # have slices.
+        window_us = report["trace"]["duration_ns"] / 40 / 1000
+        starts = [b["ts"] for b, _ in pairs]
+        self.assertLessEqual(min(starts), report["growth"]["start_ns"] / 1000 + window_us)
+        self.assertGreaterEqual(max(starts), report["growth"]["end_ns"] / 1000 - window_us)
+
+    def test_tensor_blocks_beside_cuda_allocations(self):
+        trace = self.path("torch.db")
+        make_torch_shaped_trace(trace)
+        document, report = self.export_trace(trace)
+        pairs = self.allocation_slices(document)
+        by_address = {}
+        for begin, _ in pairs:
+            by_address.setdefault(int(begin["args"]["address"], 16), []).append(begin)
+        # PyTorch's cudaMalloc behind its segment is no slice of its own; the block at that address is one.
+        self.assertEqual([b["cat"] for b in by_address[A]], ["block"])
+        self.assertEqual([b["cat"] for b in by_address[B]], ["allocation"])
+        self.assertEqual(by_address[B][0]["args"]["user_frame"].split(" ")[0], "nccl_buffer")
+        self.assertEqual(by_address[F][0]["args"]["size_bytes"], 1 * MIB)
+        live = sum(b["args"]["size_bytes"] for b, _ in pairs if b["args"]["live_at_end"])
+        self.assertEqual(live, report["totals"]["leaked_bytes"])
+        pids = self.process_ids(document)
+        self.assertEqual({b["pid"] for b, _ in pairs}, {pids["device 0"], pids["device 1"]})
 
 
 if __name__ == "__main__":

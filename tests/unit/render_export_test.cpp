@@ -51,7 +51,9 @@ TEST(RenderExportTest, HtmlEmbedsHostileNamesAsData) {
   TraceBuilder builder;
   Report report = sample_report(builder);
   const std::string page = render_html(report);
-  EXPECT_EQ(occurrences(page, "</script"), 2u);  // the two end tags of the page's own script elements
+  // The end tags of the page's own script elements: the report's data and code, the viewer's data (null here), d3
+  // and the viewer's code.
+  EXPECT_EQ(occurrences(page, "</script"), 5u);
   EXPECT_EQ(occurrences(page, "<!--"), 0u);
   EXPECT_EQ(occurrences(page, "<script>alert"), 0u);
   EXPECT_CONTAINS(page, "&quot;./app&quot; &lt;/script&gt;");  // the command line in the header and title
@@ -59,6 +61,29 @@ TEST(RenderExportTest, HtmlEmbedsHostileNamesAsData) {
   const auto data = nlohmann::json::parse(page.substr(start, page.find("</script>", start) - start));
   EXPECT_EQ(data["leaks"][0]["stack"][0]["function"], kHostile);
   EXPECT_EQ(data["totals"]["leaked_bytes"], 4096 + 1024);
+}
+
+TEST(RenderExportTest, HtmlViewerDataCarriesStacksAsData) {
+  TraceBuilder builder;
+  Report report = sample_report(builder);
+  TraceFile trace = builder.open();
+  const ViewerData viewer = collect_viewer_data(trace, {}, report, {});
+  // The three allocations of the sample, by allocation time; the managed block freed at 4 ms.
+  ASSERT_EQ(viewer.slices.shown.size(), 3u);
+  EXPECT_EQ(viewer.slices.shown[2].size, 512u);
+  EXPECT_EQ(viewer.slices.shown[2].free_ns, 4 * kMs);
+  const std::string page = render_html(report, {}, &viewer);
+  EXPECT_EQ(occurrences(page, "</script"), 5u);
+  EXPECT_EQ(occurrences(page, "<script>alert"), 0u);
+  const std::string tag = "id=\"gmt-viewer-data\">";
+  const size_t start = page.find(tag) + tag.size();
+  const auto data = nlohmann::json::parse(page.substr(start, page.find("</script>", start) - start));
+  EXPECT_EQ(data["allocations"]["rows"].size(), 3u);
+  bool hostile_frame = false;
+  for (const auto& [id, stack] : data["stacks"].items()) {
+    for (const auto& frame : stack["frames"]) hostile_frame = hostile_frame || frame == kHostile;
+  }
+  EXPECT_TRUE(hostile_frame);
 }
 
 TEST(RenderExportTest, FoldedLinesAreOutermostFirstAndEscaped) {
