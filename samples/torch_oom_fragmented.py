@@ -13,7 +13,8 @@ SEGMENTS = 64
 
 torch.cuda.init()
 free, _ = torch.cuda.mem_get_info()
-hog = torch.empty(free - (SEGMENTS * 20 + 200) * MiB, dtype=torch.uint8, device="cuda")
+# A multiple of PyTorch's 2 MiB rounding: the hog's segment is all block, no free bytes in it.
+hog = torch.empty((free - (SEGMENTS * 20 + 200) * MiB) // (2 * MiB) * (2 * MiB), dtype=torch.uint8, device="cuda")
 blocks = [torch.empty(7 * MiB, dtype=torch.uint8, device="cuda") for _ in range(2 * SEGMENTS)]
 kept = blocks[0::2]
 del blocks
