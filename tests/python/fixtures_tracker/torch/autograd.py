@@ -4,16 +4,18 @@ there has no Python frames. The gradient is kept on the tensor (tensor.grad), as
 
 
 class _Gradient:
-    """A block the worker thread allocated: freed when the tensor lets go of it."""
+    """A block the worker thread allocated: freed when the tensor lets go of it (also at interpreter teardown, when
+    nothing can be imported any more: the release function is kept)."""
 
     def __init__(self, address, size):
+        import torch
         self.address = address
         self.size = size
+        self._release = torch._c10_cuda().fixture_release
 
     def __del__(self):
-        import torch
         if self.address:
-            torch._c10_cuda().fixture_release(self.address)
+            self._release(self.address)
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None, hold_ms=0):
