@@ -47,14 +47,20 @@ extern "C" __attribute__((visibility("default"))) void gmt_cupy_pool_action(int 
   if (!scope.active()) return;
   EventRecord e;
   switch (action) {
-    case 1: e = framework_event(EventKind::Alloc, Api::cupyBlockAlloc, Source::CupyAllocator, MemoryKind::HeapBlock,
-                                device); break;
-    case 2: e = framework_event(EventKind::Free, Api::cupyBlockFree, Source::CupyAllocator, MemoryKind::HeapBlock,
-                                device); break;
-    case 3: e = framework_event(EventKind::SegmentAlloc, Api::cupyChunkAlloc, Source::CupyAllocator,
-                                MemoryKind::HeapBlock, device); break;
-    case 4: e = framework_event(EventKind::SegmentFree, Api::cupyChunkFree, Source::CupyAllocator,
-                                MemoryKind::HeapBlock, device); break;
+    case 1:
+      e = framework_event(EventKind::Alloc, Api::cupyBlockAlloc, Source::CupyAllocator, MemoryKind::HeapBlock, device);
+      break;
+    case 2:
+      e = framework_event(EventKind::Free, Api::cupyBlockFree, Source::CupyAllocator, MemoryKind::HeapBlock, device);
+      break;
+    case 3:
+      e = framework_event(EventKind::SegmentAlloc, Api::cupyChunkAlloc, Source::CupyAllocator, MemoryKind::HeapBlock,
+                          device);
+      break;
+    case 4:
+      e = framework_event(EventKind::SegmentFree, Api::cupyChunkFree, Source::CupyAllocator, MemoryKind::HeapBlock,
+                          device);
+      break;
     default: return;
   }
   e.call.address = address;

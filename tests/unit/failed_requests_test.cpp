@@ -95,8 +95,7 @@ Ids failed_request_trace(TraceBuilder& builder) {
   torch_event(builder, 510, EventKind::SegmentFree, Api::torchSegmentFree, kSegmentC, 20 * kMiB);
   builder.free(520, kSegmentC);
   ids.retry = cuda_failure(builder, 600, 20 * kMiB, kRequester, 2, 15 * kMiB);
-  ids.request = torch_event(builder, 700, EventKind::AllocFailed, Api::torchBlockAlloc, 0, 10 * kMiB, kRequester, 1,
-                            2);
+  ids.request = torch_event(builder, 700, EventKind::AllocFailed, Api::torchBlockAlloc, 0, 10 * kMiB, kRequester, 1, 2);
   // A thread that cudaMallocs from another Python line, then asks PyTorch: not that request's attempt.
   cuda_failure(builder, 800, 3 * kMiB, kCupyThread, 3, 15 * kMiB);
   torch_event(builder, 900, EventKind::AllocFailed, Api::torchBlockAlloc, 0, 10 * kMiB, kCupyThread, 1, 2);
