@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 #include <vector>
 
@@ -85,6 +86,8 @@ static void print_findings_summary(const analysis::Report& report) {
   for (size_t i = 0; i < findings.size() && i < kShown; ++i) {
     fmt::print(stderr, "    {}. {}\n", i + 1, findings[i].verdict);
     if (!findings[i].user_frame.empty()) fmt::print(stderr, "       at {}\n", findings[i].user_frame);
+    if (!findings[i].during.empty()) fmt::print(stderr, "       {}\n", findings[i].during);
+    if (!findings[i].evidence.empty()) fmt::print(stderr, "       {}\n", findings[i].evidence);
   }
   if (findings.size() > kShown) fmt::print(stderr, "    ... {} more in the report\n", findings.size() - kShown);
 }
@@ -125,24 +128,70 @@ static void print_cost_summary(const analysis::Report& report) {
   fmt::print(stderr, "{}\n", line);
 }
 
+// The heaps whose blocks were recorded (their blocks are the block level's figures), as one name for a sentence.
+static std::string block_level_name(const analysis::Report& report) {
+  std::string names;
+  for (const analysis::HeapAtExit& heap : report.heaps) {
+    if (heap.opaque || !heap.blocks_recorded || heap.in_leaks) continue;
+    names += (names.empty() ? "" : ", ") + heap.allocator;
+  }
+  return names;
+}
+
+// Each count at the level it was made at (docs/design.md "Two levels of truth"): the CUDA level's allocations, frees
+// and failures, then, where a framework heap's blocks were recorded, its blocks and its failed requests (the
+// CUDA-level attempts made inside those are their evidence, not failures of their own).
+static void print_counts_by_level(const analysis::Report& report, const std::string& heaps) {
+  const auto& t = report.totals;
+  uint64_t failed_requests = 0;
+  for (const analysis::AllocFailure& failure : report.failures) failed_requests += failure.heap_source ? 1 : 0;
+  const uint64_t cuda_failures = t.failed_allocations - std::min(t.failed_allocations, failed_requests);
+  std::string inside;
+  if (t.failed_attempts_in_requests > 0) {
+    inside = fmt::format(" (and {} made inside the failed request{} below)", t.failed_attempts_in_requests,
+                         failed_requests == 1 ? "" : "s");
+  }
+  fmt::print(stderr, "  CUDA level: allocations {}, frees {}, failed allocations {}{}\n", t.allocations, t.frees,
+             cuda_failures, inside);
+  if (heaps.empty()) return;
+  fmt::print(stderr, "  block level ({}): blocks {}, freed {}, failed requests {}\n", heaps, t.block_allocations,
+             t.block_frees, failed_requests);
+}
+
+// "6 CUDA-level allocations", "45 blocks", "45 blocks and 1 CUDA-level allocation": what the leaked count is made of.
+static std::string leaked_count_text(const analysis::Report& report, bool with_blocks) {
+  const auto& t = report.totals;
+  uint64_t blocks = 0;
+  if (with_blocks) {
+    for (const analysis::HeapAtExit& heap : report.heaps) {
+      if (!heap.opaque && heap.blocks_recorded && !heap.in_leaks) blocks += heap.held_blocks;
+    }
+  }
+  blocks = std::min(blocks, t.leaked_allocations);
+  const uint64_t cuda = t.leaked_allocations - blocks;
+  auto cuda_text = [cuda] { return fmt::format("{} CUDA-level allocation{}", cuda, cuda == 1 ? "" : "s"); };
+  if (blocks == 0) return cuda_text();
+  const std::string block_text = fmt::format("{} block{}", blocks, blocks == 1 ? "" : "s");
+  return cuda == 0 ? block_text : block_text + " and " + cuda_text();
+}
+
 bool print_run_summary(const std::string& path) {
   try {
     auto trace = analysis::TraceFile::open(path);
     analysis::Report report = analysis::analyze_trace(trace);
     const auto& t = report.totals;
     fmt::print(stderr, "gpumemtrace: trace {}{}\n", path, report.trace.simulated ? " (simulated CUDA runtime)" : "");
-    fmt::print(stderr, "  allocations {}, frees {}, failed allocations {}\n", t.allocations, t.frees,
-               t.failed_allocations);
-    fmt::print(stderr, "  peak live {} at {}\n", analysis::format_bytes_exact(t.peak_bytes),
+    const std::string heaps = block_level_name(report);
+    print_counts_by_level(report, heaps);
+    fmt::print(stderr, "  peak live at the CUDA level {} at {}\n", analysis::format_bytes_exact(t.peak_bytes),
                analysis::format_duration(t.peak_time_ns));
     if (t.leaked_allocations == 0 && !analysis::listed_leaks_exact(report)) {
       fmt::print(stderr, "  no leak among the recorded blocks, but not every block was recorded: no verdict\n");
     } else if (t.leaked_allocations == 0) {
       fmt::print(stderr, "  {}\n", analysis::no_leaks_sentence(report));
     } else {
-      fmt::print(stderr, "  leaked {} in {} allocation{} from {} call stack{}\n",
-                 analysis::format_bytes_exact(t.leaked_bytes), t.leaked_allocations,
-                 t.leaked_allocations == 1 ? "" : "s", report.leak_groups_total,
+      fmt::print(stderr, "  leaked {} in {} from {} call stack{}\n", analysis::format_bytes_exact(t.leaked_bytes),
+                 leaked_count_text(report, !heaps.empty()), report.leak_groups_total,
                  report.leak_groups_total == 1 ? "" : "s");
     }
     print_heaps_summary(report);

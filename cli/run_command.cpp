@@ -385,7 +385,9 @@ CommandAction add_run_command(CLI::App& app) {
                 "bridge, built once per torch version against its headers, attaches to the allocator: a leak inside "
                 "the cache is then named by the Python line that keeps the tensors, and memory the cache merely "
                 "holds is not called leaked. Without it, PyTorch's memory is seen at the CUDA level only (its "
-                "segments)");
+                "segments). It also leaves out autograd's backward() calls (which link the tensors of autograd's "
+                "worker threads to the backward() line) and CuPy's arrays (recorded as blocks of CuPy's memory "
+                "pool)");
   run->add_flag("--no-symbolize", options->no_symbolize,
                 "Leave stacks as raw addresses (symbolize later with `gpumemtrace symbolize`)");
   run->add_flag("-q,--quiet", options->quiet, "Print nothing but errors");

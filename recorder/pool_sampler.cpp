@@ -7,6 +7,7 @@
 
 #include "recorder/cache_hints.h"
 #include "recorder/capture_safety.h"
+#include "recorder/pool_peaks.h"
 #include "recorder/recorder.h"
 
 namespace gmt::recorder {
@@ -39,7 +40,56 @@ const DriverFunctions& driver() {
 
 thread_local uint64_t t_last_sample_ns __attribute__((tls_model("initial-exec"))) = 0;
 
+// The runtime's own pool functions, for a process with no driver loaded (the simulated runtime): found in the
+// libcudart the process loaded, never loading one. cudaMemPoolAttr's values equal CUmemPool_attribute's.
+using RuntimeDeviceGetMemPoolFn = int (*)(CUmemoryPool*, int);
+using RuntimeMemPoolGetAttributeFn = int (*)(CUmemoryPool, int, void*);
+struct RuntimeFunctions {
+  RuntimeDeviceGetMemPoolFn device_get_mem_pool = nullptr;
+  RuntimeMemPoolGetAttributeFn pool_get_attribute = nullptr;
+};
+
+const RuntimeFunctions& runtime() {
+  static const RuntimeFunctions functions = [] {
+    RuntimeFunctions f;
+    for (const char* name : {"libcudart.so.13", "libcudart.so.12"}) {
+      void* cudart = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+      if (!cudart) continue;
+      f.device_get_mem_pool = reinterpret_cast<RuntimeDeviceGetMemPoolFn>(dlsym(cudart, "cudaDeviceGetMemPool"));
+      f.pool_get_attribute = reinterpret_cast<RuntimeMemPoolGetAttributeFn>(dlsym(cudart, "cudaMemPoolGetAttribute"));
+      dlclose(cudart);
+      if (f.device_get_mem_pool && f.pool_get_attribute) break;
+    }
+    return f;
+  }();
+  return functions;
+}
+
 }  // namespace
+
+bool read_pool_usage(uint64_t pool, int16_t device, PoolUsagePayload& out) {
+  cuuint64_t reserved = 0, used = 0;
+  // The driver first; where it cannot say (none loaded, or a stub without a GPU beside the simulated runtime),
+  // the runtime's own functions.
+  CUmemoryPool handle = reinterpret_cast<CUmemoryPool>(pool);
+  const DriverFunctions& d = driver();
+  bool read =
+      d.pool_get_attribute != nullptr &&
+      (handle || (device >= 0 && d.device_get_mem_pool && d.device_get_mem_pool(&handle, device) == CUDA_SUCCESS)) &&
+      d.pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+      d.pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS;
+  if (!read) {
+    handle = reinterpret_cast<CUmemoryPool>(pool);
+    const RuntimeFunctions& r = runtime();
+    read = r.pool_get_attribute != nullptr &&
+           (handle || (device >= 0 && r.device_get_mem_pool && r.device_get_mem_pool(&handle, device) == 0)) &&
+           r.pool_get_attribute(handle, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == 0 &&
+           r.pool_get_attribute(handle, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == 0;
+  }
+  if (!read) return false;
+  out = PoolUsagePayload{reinterpret_cast<uint64_t>(handle), reserved, used};
+  return true;
+}
 
 GMT_HOT void sample_pool(uint64_t pool, int16_t device, bool force, uint64_t now) {
   if (now == 0) now = now_ns();

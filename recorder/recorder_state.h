@@ -18,6 +18,7 @@
 
 #include "recorder/driver_queries.h"
 #include "recorder/event_buffers.h"
+#include "recorder/pool_peaks.h"
 #include "recorder/stacks.h"
 #include "recorder/trace_writer.h"
 #include "schema/event_counters.h"
@@ -106,7 +107,8 @@ struct Recorder {
   // (a stream event comes first) gets them with the first batch after, before any event of a --verify cross-check
   // is committed: a trace never holds those without the meta that keeps them out of the figures.
   bool backend_meta_decided = false;
-  uint64_t devices_seen = 0;       // bit d: an event on device d was written (under write_mutex)
+  PoolPeaks pool_peaks;       // under write_mutex: each stream-ordered pool's used bytes, as written (pool_peaks.h)
+  uint64_t devices_seen = 0;  // bit d: an event on device d was written (under write_mutex)
   uint64_t devices_described = 0;  // bit d: device d's row is in the devices table (under write_mutex)
   // bit d: an app thread took on describing device d (record(), outside the lock), in the process's own
   // time: a short-lived process may exit before its writer runs, and at exit the driver is finalized already

@@ -234,13 +234,7 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
         continue;
       }
       if (e.kind == schema::EventKind::PoolUsage) {
-        sqlite3_stmt* p = insert_pool_usage_;
-        sqlite3_bind_int64(p, 1, static_cast<sqlite3_int64>(e.time_ns));
-        sqlite3_bind_int64(p, 2, static_cast<sqlite3_int64>(e.pool_usage.pool));
-        sqlite3_bind_int(p, 3, e.device);
-        sqlite3_bind_int64(p, 4, static_cast<sqlite3_int64>(e.pool_usage.reserved_bytes));
-        sqlite3_bind_int64(p, 5, static_cast<sqlite3_int64>(e.pool_usage.used_bytes));
-        ok &= step_and_reset(p);
+        ok &= insert_pool_usage(e);
         continue;
       }
       if (e.kind == schema::EventKind::AllocatorSample) {
@@ -271,6 +265,24 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
   if (ok) strings_written_ = strings_written;
   if (ok) python_frames_written_ = std::max(python_frames_written_, python_frames);
   return ok;
+}
+
+bool TraceWriter::insert_pool_usage(const EventRecord& e) {
+  sqlite3_stmt* p = insert_pool_usage_;
+  sqlite3_bind_int64(p, 1, static_cast<sqlite3_int64>(e.time_ns));
+  sqlite3_bind_int64(p, 2, static_cast<sqlite3_int64>(e.pool_usage.pool));
+  sqlite3_bind_int(p, 3, e.device);
+  sqlite3_bind_int64(p, 4, static_cast<sqlite3_int64>(e.pool_usage.reserved_bytes));
+  sqlite3_bind_int64(p, 5, static_cast<sqlite3_int64>(e.pool_usage.used_bytes));
+  return step_and_reset(p);
+}
+
+bool TraceWriter::write_pool_usage(const std::vector<EventRecord>& samples) {
+  if (samples.empty()) return true;
+  if (!exec("BEGIN")) return false;
+  bool ok = true;
+  for (const EventRecord& e : samples) ok &= insert_pool_usage(e);
+  return exec("COMMIT") && ok;
 }
 
 // Events rows go in groups of kEventsPerInsert per statement: one sqlite3_step per row costs as much again

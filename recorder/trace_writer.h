@@ -49,6 +49,8 @@ class TraceWriter {
   // string interned so far (recorder/strings.h) before the ranges and marks that name it.
   bool write_batch(const std::vector<NewStack>& stacks, const EventRecord* const* event_runs, const size_t* run_lengths,
                    size_t runs, const std::vector<unwind::Module>& modules);
+  // Pool samples taken by the writer thread itself (recorder/pool_peaks.h): PoolUsage records, one transaction.
+  bool write_pool_usage(const std::vector<EventRecord>& samples);
   void close();
   bool is_open() const { return db_ != nullptr; }
   const std::string& last_error() const { return last_error_; }
@@ -63,6 +65,7 @@ class TraceWriter {
   bool write_new_python_frames(uint32_t count);  // trace_writer_python.cpp
   void bind_frame(size_t level, uintptr_t pc);   // trace_writer_python.cpp
   bool write_range_event(const EventRecord& e);
+  bool insert_pool_usage(const EventRecord& e);
   bool write_allocator_sample(const EventRecord& e);  // trace_writer_allocator.cpp
   bool insert_pending_ranges();
 

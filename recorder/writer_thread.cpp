@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <ctime>
 
 #include "recorder/backend.h"
@@ -103,6 +105,32 @@ void write_devices_meta(Recorder& r) {
     r.writer.write_device(description);
     r.devices_described |= bit;
   }
+}
+
+// finish() has begun: the driver may be finalized already (libcuda is loaded after us, so finalized before us), so
+// no pool is read any more.
+std::atomic<bool> g_finishing{false};
+
+// Under write_mutex, after a batch was written: each pool whose used bytes reached a new peak in it gets one sample of
+// its reserved bytes, read now (pool_peaks.h).
+void sample_pool_peaks(Recorder& r, const std::vector<const EventRecord*>& runs, const std::vector<size_t>& lengths) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (size_t j = 0; j < lengths[i]; ++j) r.pool_peaks.on_event(runs[i][j]);
+  }
+  const std::vector<PoolPeaks::Pool> peaked = r.pool_peaks.take_new_peaks();
+  if (peaked.empty() || g_finishing.load(std::memory_order_relaxed)) return;
+  std::vector<EventRecord> samples;
+  for (const auto& [device, pool] : peaked) {
+    EventRecord e;
+    e.kind = schema::EventKind::PoolUsage;
+    e.pool_usage = PoolUsagePayload{};
+    if (!read_pool_usage(pool, device, e.pool_usage)) continue;
+    e.time_ns = now_ns();
+    e.thread_id = current_thread_id();
+    e.device = device;
+    samples.push_back(e);
+  }
+  r.writer.write_pool_usage(samples);  // a failure here fails the next batch too, which stops profiling
 }
 
 // Creates the trace file. Runs in the writer thread (or in finish() when the writer never ran).
@@ -226,6 +254,7 @@ bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
       store_stop_reason(r.trace_path, stop_reason_for_write_error(r.writer.last_error()));
       return false;
     }
+    sample_pool_peaks(r, runs, lengths);
     size_t committed = 0;
     for (size_t length : lengths) committed += length;
     r.buffers.note_committed(committed);                          // on disk now: a kill from here on loses none of them
@@ -346,6 +375,36 @@ void writer_main(Recorder* r) {
   r->writer_serving.store(false, std::memory_order_release);
 }
 
+// At exit: every pool's reserved bytes once more, as recorded events of the exiting thread (pool_peaks.h). An atexit
+// handler registered when the writer starts, at the process's first event, after the CUDA runtime registered its own
+// teardown (the runtime initializes inside the first call we record): so it runs before that teardown. It first
+// writes what was recorded until now (as finish() does, one consumer at a time), so that a process that exits before
+// the writer's first batch has its pools known and their new peaks sampled while the runtime still answers.
+void sample_pools_at_exit() {
+  Recorder* r = g_recorder;
+  if (!r) return;
+  HookScope scope;
+  if (!scope.active()) return;
+  const uint64_t now = now_ns();
+  wait_for_watermark_to_pass(now);
+  if (!write_until(*r, now, /*scan_modules=*/false)) return;
+  std::vector<PoolPeaks::Pool> pools;
+  {
+    std::lock_guard write_lock(r->write_mutex);
+    pools = r->pool_peaks.pools();
+  }
+  for (const auto& [device, pool] : pools) {
+    EventRecord e;
+    e.kind = schema::EventKind::PoolUsage;
+    e.pool_usage = PoolUsagePayload{};
+    if (!read_pool_usage(pool, device, e.pool_usage)) continue;
+    e.time_ns = now_ns();
+    e.thread_id = current_thread_id();
+    e.device = device;
+    record(e, /*take_stack=*/false);
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -359,6 +418,8 @@ void warn_once(const std::string& message) {
 
 void start_writer_locked(Recorder& r) {
   r.writer_started = true;
+  static std::atomic<bool> exit_sampling{false};
+  if (!exit_sampling.exchange(true)) atexit(sample_pools_at_exit);
   r.writer_serving.store(true, std::memory_order_release);  // requests wait for it while it creates the trace
   // The writer must never take a signal meant for the app: block all of them while creating it.
   sigset_t all, previous;
@@ -373,6 +434,7 @@ void start_writer_locked(Recorder& r) {
 void finish(bool close) {
   if (!g_recorder) return;
   Recorder& r = *g_recorder;
+  g_finishing.store(true, std::memory_order_relaxed);
   HookScope scope;  // whatever SQLite or the loader do from here, the hooks stay out of it
   std::thread writer;
   {

@@ -28,6 +28,8 @@ std::string_view to_string(EventKind kind) {
     case EventKind::SegmentAlloc: return "segment_alloc";
     case EventKind::SegmentFree: return "segment_free";
     case EventKind::GraphAllocNode: return "graph_alloc_node";
+    case EventKind::AutogradBegin: return "autograd_begin";
+    case EventKind::AutogradEnd: return "autograd_end";
   }
   return "unknown";
 }
@@ -107,6 +109,12 @@ std::string_view to_string(Api api) {
     case Api::nvtxMemRegionsRegister: return "nvtxMemRegionsRegister";
     case Api::nvtxMemRegionsUnregister: return "nvtxMemRegionsUnregister";
     case Api::nvtxMemHeapReset: return "nvtxMemHeapReset";
+    case Api::torchBackward: return "torch_backward";
+    case Api::torchAutogradGrad: return "torch_autograd_grad";
+    case Api::cupyChunkAlloc: return "cupy_chunk_alloc";
+    case Api::cupyChunkFree: return "cupy_chunk_free";
+    case Api::cupyBlockAlloc: return "cupy_block_alloc";
+    case Api::cupyBlockFree: return "cupy_block_free";
   }
   return "unknown";
 }
@@ -118,6 +126,7 @@ std::string_view to_string(Source source) {
     case Source::DriverHook: return "driver_hook";
     case Source::TorchAllocator: return "torch_allocator";
     case Source::NvtxMemory: return "nvtx_memory";
+    case Source::CupyAllocator: return "cupy_allocator";
   }
   return "unknown";
 }

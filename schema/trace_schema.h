@@ -26,8 +26,12 @@ namespace gmt::schema {
 // PyTorch's trace tracker (events of source TorchAllocator are in time order with all others); CUDA graphs' memory
 // nodes (GraphAllocNode, and Alloc/Free of api graphMemAlloc/graphMemFree at launches). No table changes. 8 = heaps
 // and regions described with the NVTX memory API (source NvtxMemory, memory kind HeapBlock, apis nvtxMem*), and
-// the app's exit status in meta. No table changes.
-inline constexpr int kSchemaVersion = 8;
+// the app's exit status in meta. No table changes. 9 = autograd's backward calls (event kinds AutogradBegin,
+// AutogradEnd on the calling thread, with its stack: tensors that autograd's worker threads allocate meanwhile are
+// linked to the caller's line), CuPy's memory pool as a heap (source CupyAllocator: its chunks as SegmentAlloc /
+// SegmentFree, its blocks as Alloc / Free of memory kind HeapBlock), and stream-ordered pools sampled by the writer
+// at each new used peak and at exit (more pool_usage rows). No table changes.
+inline constexpr int kSchemaVersion = 9;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -77,6 +81,12 @@ enum class EventKind : uint8_t {
   // instantiated graph allocates it (Alloc, api graphMemAlloc, with this stack) and its free nodes free (Free, api
   // graphMemFree), at launch time (recorder/graph_memory.h).
   GraphAllocNode = 24,
+  // A call of autograd's backward on the calling thread (v9; source TorchAllocator; api torchBackward or
+  // torchAutogradGrad): begun with the caller's stack (its Python frames name the backward() line), and ended.
+  // handle: the call's number, the same in both. Not memory: what autograd's worker threads allocate between the two
+  // is linked to that line (docs/analysis.md "Tensors of backward()").
+  AutogradBegin = 25,
+  AutogradEnd = 26,
 };
 
 enum class MemoryKind : uint8_t {
@@ -168,6 +178,15 @@ enum class Api : uint8_t {
   nvtxMemRegionsRegister = 56,  // Alloc (memory kind HeapBlock): a region handed out inside a heap
   nvtxMemRegionsUnregister = 57,
   nvtxMemHeapReset = 58,  // Free of every region of a heap, which stays registered
+  // v9: autograd's backward calls (AutogradBegin / AutogradEnd).
+  torchBackward = 59,      // torch.autograd.backward, Tensor.backward
+  torchAutogradGrad = 60,  // torch.autograd.grad
+  // v9: CuPy's memory pool (source CupyAllocator): a chunk it took from CUDA, given back; a block (an array's
+  // memory) handed out inside a chunk, given back.
+  cupyChunkAlloc = 61,
+  cupyChunkFree = 62,
+  cupyBlockAlloc = 63,
+  cupyBlockFree = 64,
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -181,6 +200,9 @@ enum class Source : uint8_t {
   // An allocator that describes its heaps and regions with the NVTX memory API (v8; nvtx/): same model as
   // TorchAllocator, heaps as SegmentAlloc/SegmentFree, regions as Alloc/Free of memory kind HeapBlock.
   NvtxMemory = 5,
+  // CuPy's memory pool (v9; python/gpumemtrace_inprocess/cupy_tracker.py): same model as TorchAllocator, its chunks
+  // as SegmentAlloc/SegmentFree, its blocks as Alloc/Free of memory kind HeapBlock.
+  CupyAllocator = 6,
 };
 
 // pool_usage.pool of a sample of a device's CUDA graph memory pool (v7; cuDeviceGetGraphMemAttribute), which has no
@@ -212,10 +234,10 @@ std::string_view to_string(FrameworkAllocator allocator);
 std::string_view to_string(SampleTrigger trigger);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 24;
+inline constexpr int kMaxEventKind = 26;
 inline constexpr int kMaxMemoryKind = 7;
-inline constexpr int kMaxApi = 58;
-inline constexpr int kMaxSource = 5;
+inline constexpr int kMaxApi = 64;
+inline constexpr int kMaxSource = 6;
 inline constexpr int kMaxFrameworkAllocator = 5;
 inline constexpr int kMaxSampleTrigger = 4;
 

@@ -124,6 +124,20 @@ class EventPass {
   RangeTracker ranges_;                          // NVTX ranges (ranges.h)
   EventFilter filter_;                           // the report's filters (filters.h)
   uint64_t events_estimated_ = 0;
+  // AppLevel: per thread, where its current request to a heap began (failed_requests.h): the event that ended its
+  // previous request (a block handed out, or a failure), and the heap's segments it gave back since.
+  struct RequestWindow {
+    int64_t previous_event_id = 0;
+    uint64_t segments_released = 0;
+    uint64_t segment_bytes_released = 0;
+  };
+  std::unordered_map<int64_t, RequestWindow> request_windows_;
+  RequestWindow failed_request_window_;  // of the heap failure on_event is handling now
+  void track_request_window(const EventRow& e);
+  // backward() calls running now (AutogradBegin .. AutogradEnd): call number -> (calling thread, its stack id).
+  std::map<int64_t, std::pair<int64_t, int64_t>> backward_calls_;
+  void on_autograd(const EventRow& e);
+  int64_t backward_link(const EventRow& e) const;
 };
 
 EventPass::EventPass(const TraceFile& trace, const AnalyzeOptions& options, EventSet set, HeapPass* heaps)
@@ -160,6 +174,7 @@ void EventPass::on_event(const EventRow& e) {
   const int64_t kind = e.kind;
   const bool heap_event = is_heap_source(e.source);
   ranges_.advance(time_ns);
+  if (heap_event && set_ == EventSet::AppLevel) track_request_window(e);
   if (heap_event && (kind == code(EventKind::SegmentAlloc) || kind == code(EventKind::SegmentFree))) {
     on_heap_segment(e);  // a heap's segment: not memory itself
     return;
@@ -186,12 +201,51 @@ void EventPass::on_event(const EventRow& e) {
     pools_.on_pool_create(e.address, e.device);
   } else if (kind == code(EventKind::AllocFailed)) {
     on_alloc_failed(e, heap_event);
+  } else if (kind == code(EventKind::AutogradBegin) || kind == code(EventKind::AutogradEnd)) {
+    on_autograd(e);
   } else if (kind == code(EventKind::VmmImport)) {
     imported_.on_vmm_import(e.handle, e.device, e.stack_id, e.api);
   } else if (kind >= code(EventKind::VmmCreate) && kind <= code(EventKind::VmmUnmap)) {
     on_vmm(e);
   }
   // Stream, synchronize, other pool and address-range events do not change live memory.
+}
+
+// A heap's request on a thread ends with its block (Alloc) or its failure (AllocFailed); what the thread did at the
+// CUDA level in between belongs to the next request. Seen before the filters: a window's start is a fact of the
+// thread, whatever the report shows.
+void EventPass::track_request_window(const EventRow& e) {
+  if (e.kind == code(EventKind::Alloc)) {
+    request_windows_[e.thread_id] = RequestWindow{e.id, 0, 0};
+  } else if (e.kind == code(EventKind::AllocFailed)) {
+    RequestWindow& window = request_windows_[e.thread_id];
+    failed_request_window_ = window;  // on_alloc_failed's, when the filters keep the failure
+    window = RequestWindow{e.id, 0, 0};
+  } else if (e.kind == code(EventKind::SegmentFree)) {
+    RequestWindow& window = request_windows_[e.thread_id];
+    ++window.segments_released;
+    window.segment_bytes_released += size_or_zero(e.size);
+  }
+}
+
+void EventPass::on_autograd(const EventRow& e) {
+  if (e.kind == code(EventKind::AutogradBegin)) {
+    backward_calls_[static_cast<int64_t>(e.handle)] = {e.thread_id, e.stack_id};
+  } else {
+    backward_calls_.erase(static_cast<int64_t>(e.handle));
+  }
+}
+
+// A PyTorch tensor block made on a thread that is not calling backward() while calls run: autograd's worker threads
+// (they have no Python frames of their own). With one call running it is that call's; with several, unknown.
+int64_t EventPass::backward_link(const EventRow& e) const {
+  if (backward_calls_.empty() || e.source != static_cast<int64_t>(schema::Source::TorchAllocator)) return 0;
+  for (const auto& [call, caller] : backward_calls_) {
+    if (caller.first == e.thread_id) return 0;  // the caller's own allocations carry its Python frames
+  }
+  if (backward_calls_.size() > 1) return kBackwardCallerUnknown;
+  const int64_t stack_id = backward_calls_.begin()->second.second;
+  return stack_id > 0 ? stack_id : kBackwardCallerUnknown;
 }
 
 void EventPass::on_heap_segment(const EventRow& e) {
@@ -229,12 +283,13 @@ void EventPass::on_alloc(const EventRow& e, bool heap_event) {
   }
   const uint64_t size = static_cast<uint64_t>(e.size);
   ++totals_.allocations;
+  if (heap_event) ++totals_.block_allocations;
   totals_.allocated_bytes += size;
   ranges_.on_alloc(e.thread_id, address, size, e.stack_id, is_counted(accounted_kind(e.memory_kind)));
   const uint32_t attribution = breakdown_.on_alloc(e.thread_id, e.stream, e.stack_id, size);
   if (address == 0) return;  // cudaMalloc(&p, 0) may succeed with p == NULL: nothing becomes live
-  LiveAllocation allocation{size,        e.stack_id, accounted_kind(e.memory_kind), e.device, e.time_ns, e.api,
-                            attribution, e.id};
+  LiveAllocation allocation{size,        e.stack_id, accounted_kind(e.memory_kind),    e.device, e.time_ns, e.api,
+                            attribution, e.id,       heap_event ? backward_link(e) : 0};
   if (!is_counted(allocation.memory_kind)) ++totals_.inconsistencies;
   auto [it, inserted] = live_.try_emplace(address, allocation);
   if (!inserted) {
@@ -259,6 +314,7 @@ void EventPass::on_free(const EventRow& e) {
     return;
   }
   ++totals_.frees;
+  if (is_heap_source(e.source)) ++totals_.block_frees;
   if (backing_) backing_->on_cuda_free(address);
   ranges_.on_free(address);
   live_bytes_.remove(it->second, address, e.time_ns);
@@ -283,10 +339,16 @@ void EventPass::on_alloc_failed(const EventRow& e, bool heap_event) {
   failure.error = e.error;
   failure.device_free = e.device_free;
   failure.device_total = e.device_total;
+  failure.thread_id = e.thread_id;
   if (heap_event) {  // a block the heap could not hand out: its space then says why
     failure.heap_source = e.source;
     failure.allocator = heap_allocator_name(e.source);
     if (heaps_) failure.heap = heaps_->layout.space(e.source, failure.device);
+    if (set_ == EventSet::AppLevel) {
+      failure.previous_request_event_id = failed_request_window_.previous_event_id;
+      failure.segments_released = failed_request_window_.segments_released;
+      failure.segment_bytes_released = failed_request_window_.segment_bytes_released;
+    }
   }
   report_.failures.push_back(std::move(failure));
   over_time_.on_failure(report_.failures.size() - 1, report_.failures.back().device, e.time_ns);
@@ -386,7 +448,15 @@ void EventPass::group_leaks(StackLoader& stacks, std::optional<LeakSuppressor>& 
     if (suppressor && suppressor->suppress(allocation.stack_id, allocation.size)) continue;
     const Stack& stack = stacks.load(allocation.stack_id);
     if (xla_arena.take(allocation.stack_id, stack, allocation.size)) continue;
-    LeakGroup& group = groups[source_key(stack)];
+    // Worker threads' blocks of backward(): one group per caller's line beside the worker's stack.
+    std::string key = source_key(stack);
+    if (allocation.backward_stack_id > 0) {
+      key += "\x1d" + source_key(stacks.load(allocation.backward_stack_id));
+    } else if (allocation.backward_stack_id == kBackwardCallerUnknown) {
+      key += "\x1d?";
+    }
+    LeakGroup& group = groups[key];
+    if (group.count == 0) group.backward_stack_id = allocation.backward_stack_id;
     const int64_t when = relative(allocation.time_ns, start);
     if (group.count == 0 || when < group.first_alloc_ns) group.first_alloc_ns = when;
     if (group.count == 0 || when > group.last_alloc_ns) group.last_alloc_ns = when;
@@ -418,7 +488,10 @@ void EventPass::group_leaks(StackLoader& stacks, std::optional<LeakSuppressor>& 
     if (a.count != b.count) return a.count > b.count;
     return a.stack.id < b.stack.id;
   });
-  for (LeakGroup& group : report_.leaks) group.stack = stacks.load(group.stack.id);
+  for (LeakGroup& group : report_.leaks) {
+    group.stack = stacks.load(group.stack.id);
+    if (group.backward_stack_id > 0) group.backward_stack = stacks.load(group.backward_stack_id);
+  }
 }
 
 }  // namespace

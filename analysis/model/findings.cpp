@@ -51,6 +51,7 @@ std::string api_name(schema::Api api) {
   switch (api) {
     case schema::Api::torchBlockAlloc: return "PyTorch's caching allocator";
     case schema::Api::nvtxMemRegionsRegister: return "an NVTX-memory-API heap";
+    case schema::Api::cupyBlockAlloc: return "CuPy's memory pool";
     default: return std::string(schema::to_string(api));
   }
 }
@@ -115,6 +116,43 @@ Finding named_at(FindingKind kind, uint64_t bytes, std::string verdict, const St
   return finding;
 }
 
+// The CUDA-level attempts inside a framework's failed request (failed_requests.h), as its evidence: "inside it 2
+// CUDA-level cudaMalloc attempts failed (out of memory); PyTorch's caching allocator released 3 cached segments
+// (60.00 MiB) to retry"; "" when none failed at the CUDA level.
+std::string attempts_sentence(const AllocFailure& failure) {
+  if (failure.attempts.empty()) return "";
+  std::vector<std::string> apis;
+  std::vector<std::string> labels;
+  for (const AllocFailure& attempt : failure.attempts) {
+    std::string api(schema::to_string(attempt.api));
+    if (std::find(apis.begin(), apis.end(), api) == apis.end()) apis.push_back(api);
+    if (std::find(labels.begin(), labels.end(), attempt.label) == labels.end()) labels.push_back(attempt.label);
+  }
+  auto joined = [](const std::vector<std::string>& parts) {
+    std::string text;
+    for (const std::string& part : parts) text += (text.empty() ? "" : "/") + part;
+    return text;
+  };
+  const size_t count = failure.attempts.size();
+  std::string sentence = fmt::format("inside it {} CUDA-level {} {} failed ({})", count, joined(apis),
+                                     count == 1 ? "attempt" : "attempts", joined(labels));
+  if (failure.segments_released > 0) {
+    sentence +=
+        fmt::format("; {} released {} ({}) to retry", failure.allocator.empty() ? "the allocator" : failure.allocator,
+                    count_of(failure.segments_released, "cached segment", "cached segments"),
+                    format_bytes(failure.segment_bytes_released));
+  }
+  return sentence;
+}
+
+// "during backward() at train_step /src/train.py:42": the backward() call a worker thread's group was made for.
+std::string during_text(const LeakGroup& group) {
+  if (group.backward_stack_id == kBackwardCallerUnknown) return "during backward() (of several running at once)";
+  if (group.backward_stack_id <= 0) return "";
+  const Frame* caller = user_frame(group.backward_stack);
+  return caller ? "during backward() at " + frame_label(*caller) : "during backward()";
+}
+
 std::string device_name(int64_t device) { return device < 0 ? "host memory" : fmt::format("device {}", device); }
 
 }  // namespace
@@ -141,6 +179,12 @@ std::vector<Finding> findings_of(const Report& report) {
                     format_bytes(group.bytes), count_of(group.count, "allocation", "allocations"),
                     trusted_end ? "still held at exit" : "(not necessarily leaked)");
     Finding finding = named_at(FindingKind::Leak, group.bytes, std::move(verdict), group.stack, group.apis, sources);
+    finding.during = during_text(group);
+    if (finding.user_frame.empty() && group.backward_stack_id > 0) {  // the caller's line, for the source text
+      if (const Frame* caller = user_frame(group.backward_stack); caller && caller->file && caller->line) {
+        finding.source_text = sources.line(*caller->file, *caller->line);
+      }
+    }
     if (group.first_alloc_ns != group.last_alloc_ns) {
       finding.detail = fmt::format("allocated from {} to {}", format_duration(group.first_alloc_ns),
                                    format_duration(group.last_alloc_ns));
@@ -197,9 +241,11 @@ std::vector<Finding> findings_of(const Report& report) {
     }
     Finding finding = named_at(FindingKind::FailedAllocation, failure.requested_bytes, std::move(verdict),
                                failure.stack, {failure.api}, sources);
+    finding.evidence = attempts_sentence(failure);
+    finding.detail = finding.evidence;
     if (failure.device_free) {
-      finding.detail =
-          fmt::format("{} of the device was free then", format_bytes(static_cast<uint64_t>(*failure.device_free)));
+      finding.detail += fmt::format("{}{} of the device was free then", finding.detail.empty() ? "" : "; ",
+                                    format_bytes(static_cast<uint64_t>(*failure.device_free)));
     }
     findings.push_back(std::move(finding));
   }

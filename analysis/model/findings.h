@@ -17,10 +17,16 @@ std::string_view to_string(FindingKind kind);  // "leak", "growth", "range_growt
 
 struct Finding {
   FindingKind kind = FindingKind::Leak;
-  uint64_t bytes = 0;       // what the verdict is about: bytes held, grown, or requested
-  std::string verdict;      // one sentence: "leak: 24.00 MiB in 3 allocations still held at exit"
-  std::string detail;       // how sure, and the numbers behind it; "" when the verdict says it all
-  std::string user_frame;   // frame_label of the user's frame; "" when the stack has none
+  uint64_t bytes = 0;   // what the verdict is about: bytes held, grown, or requested
+  std::string verdict;  // one sentence: "leak: 24.00 MiB in 3 allocations still held at exit"
+  std::string detail;   // how sure, and the numbers behind it; "" when the verdict says it all
+  // A framework's failed request: the CUDA-level attempts made inside it (also at the start of detail); "" otherwise.
+  std::string evidence;
+  std::string user_frame;  // frame_label of the user's frame; "" when the stack has none
+  // Beside the stack, the call its memory was made for where its own thread has no user frame: "during backward() at
+  // train_step train.py:42" for tensors of autograd's worker threads (LeakGroup::backward_stack_id), "during
+  // backward()" when several calls ran; "" otherwise.
+  std::string during;
   std::string source_text;  // that line of the source file, trimmed; "" when the file cannot be read here
   std::string via;          // "libtorch_cuda.so -> libc10_cuda.so -> cudaMalloc"; "" when nothing lies under
   int64_t stack_id = 0;

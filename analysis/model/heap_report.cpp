@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "analysis/model/allocators.h"
+#include "analysis/model/failed_requests.h"
 #include "analysis/model/heaps.h"
 
 namespace gmt::analysis {
@@ -36,7 +37,7 @@ void name_block_groups(std::vector<LeakGroup>& groups) {
     for (schema::Api api : group.apis) {
       if (api == schema::Api::torchBlockAlloc) {
         kinds.push_back(schema::MemoryKind::TensorBlock);
-      } else if (api == schema::Api::nvtxMemRegionsRegister) {
+      } else if (api == schema::Api::nvtxMemRegionsRegister || api == schema::Api::cupyBlockAlloc) {
         kinds.push_back(schema::MemoryKind::HeapBlock);
       } else {
         kinds.clear();  // CUDA-level memory too: the kinds as counted stay
@@ -54,6 +55,8 @@ void name_block_groups(std::vector<LeakGroup>& groups) {
 
 void apply_app_level(Report& report, Report app, const HeapPass& heaps) {
   Totals& totals = report.totals;
+  totals.block_allocations = app.totals.block_allocations;
+  totals.block_frees = app.totals.block_frees;
   totals.leaked_bytes = app.totals.leaked_bytes;
   totals.leaked_allocations = app.totals.leaked_allocations;
   report.leaked_by_kind = app.leaked_by_kind;
@@ -98,6 +101,7 @@ void apply_app_level(Report& report, Report app, const HeapPass& heaps) {
   std::stable_sort(report.failures.begin(), report.failures.end(), [](const AllocFailure& a, const AllocFailure& b) {
     return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.event_id < b.event_id;
   });
+  link_failed_attempts(report);  // one failed request, one failure: its CUDA-level attempts are its evidence
 
   // Each heap at exit: its reservation (cached, not a leak) and what its blocks held (in the leaks).
   for (const auto& [source, reserved] : heaps.reserved_at_exit) {

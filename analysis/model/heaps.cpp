@@ -15,7 +15,8 @@ uint64_t end_of(uint64_t address, uint64_t size) {
 
 bool is_heap_source(int64_t source) {
   return source == static_cast<int64_t>(schema::Source::TorchAllocator) ||
-         source == static_cast<int64_t>(schema::Source::NvtxMemory);
+         source == static_cast<int64_t>(schema::Source::NvtxMemory) ||
+         source == static_cast<int64_t>(schema::Source::CupyAllocator);
 }
 
 bool is_block_kind(schema::MemoryKind kind) {
@@ -25,6 +26,7 @@ bool is_block_kind(schema::MemoryKind kind) {
 std::string heap_allocator_name(int64_t source) {
   if (source == static_cast<int64_t>(schema::Source::TorchAllocator)) return "PyTorch's caching allocator";
   if (source == static_cast<int64_t>(schema::Source::NvtxMemory)) return "an NVTX-memory-API heap";
+  if (source == static_cast<int64_t>(schema::Source::CupyAllocator)) return "CuPy's memory pool";
   return "a framework allocator";
 }
 

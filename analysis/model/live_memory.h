@@ -23,6 +23,9 @@ struct LiveAllocation {
   Api api = Api::Unknown;
   uint32_t attribution = 0;  // BreakdownTracker slot (thread, stream, stack): breakdown.h
   int64_t event_id = 0;      // the Alloc (or VmmCreate): which CUDA-level allocations back a heap (heaps.h)
+  // A tensor block made on another thread while a backward() call ran (LeakGroup::backward_stack_id): the caller's
+  // stack id, kBackwardCallerUnknown when several calls ran, 0 when none.
+  int64_t backward_stack_id = 0;
 };
 
 // Receives every change of live bytes of a counted kind, in event order: the analysis over time

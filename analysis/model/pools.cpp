@@ -124,7 +124,7 @@ std::optional<std::vector<PoolUsage>> PoolTracker::finish(const TraceFile& trace
         pool.max_unused_time_ns = relative(sample->time_ns);
       }
       ++pool.samples;
-      pool.peak_reserved_bytes = std::max(pool.peak_reserved_bytes, sample->reserved);
+      pool.sampled_peak_reserved_bytes = std::max(pool.sampled_peak_reserved_bytes, sample->reserved);
       pool.last_reserved_bytes = sample->reserved;
       pool.last_sample_time_ns = relative(sample->time_ns);
       if (!exact) {
@@ -146,6 +146,12 @@ std::optional<std::vector<PoolUsage>> PoolTracker::finish(const TraceFile& trace
   std::vector<PoolUsage> pools;
   pools.reserve(result.size());
   for (auto& [key, pool] : result) {
+    // Reserved is read only at samples, so its peak is a lower bound; a pool holds at least what it handed out.
+    pool.peak_reserved_bytes = pool.sampled_peak_reserved_bytes;
+    if (pool.samples > 0 && pool.peak_used_bytes > pool.peak_reserved_bytes) {
+      pool.peak_reserved_bytes = pool.peak_used_bytes;
+      pool.peak_reserved_from_used = true;
+    }
     pool.device = key.first;
     if (key.second != 0) pool.pool = static_cast<int64_t>(key.second);
     pool.kind = created_.count(key.second) ? "created" : kind_of(key.second);

@@ -66,7 +66,15 @@ struct LeakGroup {
   std::vector<int64_t> devices;                  // distinct, ascending (-1: host / unknown)
   int64_t first_alloc_ns = 0;                    // relative times of the oldest and newest live allocation
   int64_t last_alloc_ns = 0;
+  // Tensor blocks that autograd's worker threads made during a backward() (or torch.autograd.grad) call of another
+  // thread (docs/analysis.md "Tensors of backward()"): that call's stack, whose Python frames name the line. A link
+  // beside `stack`, which stays the worker's own. 0: no such call; kBackwardCallerUnknown: several calls ran at the
+  // time, so which one made them is not known. Groups are split by it.
+  int64_t backward_stack_id = 0;
+  Stack backward_stack;  // loaded when backward_stack_id > 0
 };
+
+inline constexpr int64_t kBackwardCallerUnknown = -1;
 
 // Memory held by one call stack at one moment. Raw stacks are grouped as leaks are (same functions and
 // source lines are one group); `stack` is the group's lowest-id raw stack.
@@ -119,6 +127,17 @@ struct AllocFailure {
   std::optional<int64_t> heap_source;  // schema::Source code
   std::string allocator;               // "PyTorch's caching allocator", ...; "" for a CUDA-level failure
   std::optional<HeapSpace> heap;
+  int64_t thread_id = 0;
+  // A framework's failed request (failed_requests.h): the event that ended this thread's previous request of that
+  // heap (its block or its failure; 0: none), which bounds this request's window. Within one thread event ids
+  // follow the thread's own order.
+  int64_t previous_request_event_id = 0;
+  // The heap's segments this thread gave back inside the request's window: PyTorch's retry after freeing its cache.
+  uint64_t segments_released = 0;
+  uint64_t segment_bytes_released = 0;
+  // The CUDA-level allocations that failed inside this request (failed_requests.h), in order: its evidence, not
+  // failures of their own (they are in no other list). Empty for a CUDA-level failure.
+  std::vector<AllocFailure> attempts;
 };
 
 struct Totals {
@@ -129,7 +148,15 @@ struct Totals {
   // Free events that released a live allocation. Frees of unknown addresses are in unmatched_frees, and
   // frees of the null pointer (cudaFree(0), a common way to create the context) are in neither.
   uint64_t frees = 0;
-  uint64_t failed_allocations = 0;  // AllocFailed events
+  // Failed allocations as the program saw them: a framework's failed request (a block-level failure) counts once,
+  // and the CUDA-level attempts made inside it count in failed_attempts_in_requests instead; every other
+  // AllocFailed event counts here.
+  uint64_t failed_allocations = 0;
+  uint64_t failed_attempts_in_requests = 0;
+  // Where a framework heap's blocks are recorded (Report::heaps): the blocks it handed out and took back, every heap
+  // together. The allocations and frees above stay CUDA-level (the heaps' segments among them).
+  uint64_t block_allocations = 0;
+  uint64_t block_frees = 0;
   // Live at the end of the trace, every kind, before any min_bytes filter: what the app still held. Where a
   // framework heap's blocks are recorded (Report::heaps) that is its live blocks, plus the live CUDA-level
   // allocations that back no heap; the CUDA-level allocations backing a heap are cached_at_exit instead.
@@ -278,11 +305,16 @@ struct PoolUsage {
   // cudaMallocAsync's), "graph" (CUDA graphs' memory), "unrecorded" (a FromPool call whose pool the trace lacks).
   std::string kind = "created";
   uint64_t samples = 0;
-  uint64_t peak_reserved_bytes = 0;  // over the samples
-  uint64_t peak_used_bytes = 0;      // exact when used_from_events; else over the samples
-  uint64_t last_reserved_bytes = 0;  // at the last sample
-  uint64_t last_used_bytes = 0;      // at the end of the trace when used_from_events; else at the last sample
-  uint64_t max_unused_bytes = 0;     // max over samples of reserved - used: the pool's fragmentation
+  // A lower bound, never below the exact used peak (a pool holds at least what it handed out): the driver's reserved
+  // bytes are read only at samples (at each new used peak, within one writer batch, and at the end since schema v9),
+  // so the true peak may lie between them. sampled_peak_reserved_bytes is the samples' own maximum.
+  uint64_t peak_reserved_bytes = 0;
+  uint64_t sampled_peak_reserved_bytes = 0;
+  bool peak_reserved_from_used = false;  // the samples' peak was below the used peak: the figure is the used peak
+  uint64_t peak_used_bytes = 0;          // exact when used_from_events; else over the samples
+  uint64_t last_reserved_bytes = 0;      // at the last sample
+  uint64_t last_used_bytes = 0;          // at the end of the trace when used_from_events; else at the last sample
+  uint64_t max_unused_bytes = 0;         // max over samples of reserved - used: the pool's fragmentation
   int64_t max_unused_time_ns = 0;
   bool used_from_events = false;  // the pool's allocations were in the trace: used bytes are exact
   int64_t peak_used_time_ns = 0;  // the first moment the exact peak was reached

@@ -35,7 +35,11 @@ FrameOwner native_owner(const Frame& frame) {
   if (starts_with(module, "libgpumemtrace")) return FrameOwner::Profiler;
   if (starts_with_any(module, kRuntimeLibraries)) return FrameOwner::Runtime;
   if (starts_with_any(module, kCudaLibraries)) return FrameOwner::Cuda;
-  if (starts_with(module, "libpython") || starts_with(module, "python")) return FrameOwner::Python;
+  // The interpreter, its extension modules (lib-dynload: _ctypes, ...) and the libffi that ctypes calls through.
+  if (starts_with(module, "libpython") || starts_with(module, "python") || starts_with(module, "libffi") ||
+      contains(*frame.module, "/lib-dynload/")) {
+    return FrameOwner::Python;
+  }
   // A framework's extension modules live in its package folder (torch/_C.cpython-312-x86_64-linux-gnu.so).
   if (starts_with_any(module, kFrameworkLibraries) || contains(*frame.module, "/site-packages/torch/") ||
       contains(*frame.module, "/site-packages/jaxlib/") || contains(*frame.module, "/site-packages/cupy")) {
@@ -49,7 +53,11 @@ FrameOwner native_owner(const Frame& frame) {
 FrameOwner python_owner(const Frame& frame) {
   const std::string_view file = frame.file ? std::string_view(*frame.file) : std::string_view();
   if (file.empty()) return FrameOwner::Unknown;
-  if (contains(file, "torchinductor_") || contains(file, "/site-packages/") || contains(file, "/dist-packages/")) {
+  if (contains(file, "/gpumemtrace_inprocess/")) return FrameOwner::Profiler;  // our package's own wrappers
+  // PyTorch's and CuPy's own Python files also outside site-packages (a source checkout), as tensor_blocks.h reads
+  // them.
+  if (contains(file, "torchinductor_") || contains(file, "/torch/") || contains(file, "/cupy/") ||
+      contains(file, "/site-packages/") || contains(file, "/dist-packages/")) {
     return FrameOwner::Framework;
   }
   if (starts_with(file, "<frozen ") || contains(file, "/lib/python3")) return FrameOwner::Python;

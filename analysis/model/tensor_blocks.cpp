@@ -12,15 +12,20 @@ void name_blocks(std::vector<schema::MemoryKind>& kinds) {
   }
 }
 
+// A framework's own Python files: PyTorch's, and CuPy's (whose arrays are blocks of a heap too).
 bool in_pytorch(const std::string& file) {
-  return file.find("/torch/") != std::string::npos || file.rfind("torch/", 0) == 0;
+  return file.find("/torch/") != std::string::npos || file.rfind("torch/", 0) == 0 ||
+         file.find("/cupy/") != std::string::npos;
 }
+
+// Our in-process package's own frames (its wrapper around backward(), python/gpumemtrace_inprocess/): never the app's.
+bool in_profiler(const std::string& file) { return file.find("/gpumemtrace_inprocess/") != std::string::npos; }
 
 }  // namespace
 
 const Frame* app_python_frame(const Stack& stack) {
   for (const Frame& frame : stack.frames) {
-    if (frame.python && !in_pytorch(frame.file.value_or(""))) return &frame;
+    if (frame.python && !in_pytorch(frame.file.value_or("")) && !in_profiler(frame.file.value_or(""))) return &frame;
   }
   return stack.frames.empty() ? nullptr : &stack.frames.front();
 }

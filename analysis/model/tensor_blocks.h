@@ -9,8 +9,9 @@
 
 namespace gmt::analysis {
 
-// The frame that names where a tensor was allocated, as the app wrote it: the innermost Python frame outside
-// PyTorch's own Python files (a path with a "torch" directory), else the innermost frame; nullptr for no frames.
+// The frame that names where a tensor (or a CuPy array) was allocated, as the app wrote it: the innermost Python frame
+// outside PyTorch's and CuPy's own Python files (a path with a "torch" or "cupy" directory) and our in-process
+// package's, else the innermost frame; nullptr for no frames.
 const Frame* app_python_frame(const Stack& stack);
 
 // "file:function:line" of that frame ("" when there is none): the Python line a block-level finding names.

@@ -38,7 +38,9 @@ schema::MemoryKind memory_kind_from_code(int64_t code) {
 // The WHERE clause that selects `set` from `events e`.
 std::string events_of(EventSet set) {
   const int torch = static_cast<int>(schema::Source::TorchAllocator);
-  const std::string heaps = std::to_string(torch) + ", " + std::to_string(static_cast<int>(schema::Source::NvtxMemory));
+  const std::string heaps = std::to_string(torch) + ", " +
+                            std::to_string(static_cast<int>(schema::Source::NvtxMemory)) + ", " +
+                            std::to_string(static_cast<int>(schema::Source::CupyAllocator));
   const std::string segments = std::to_string(static_cast<int>(schema::EventKind::SegmentAlloc)) + ", " +
                                std::to_string(static_cast<int>(schema::EventKind::SegmentFree));
   switch (set) {

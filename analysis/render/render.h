@@ -36,12 +36,16 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //           simulated, symbolized, dropped_events, event_count
 //   devices[]: ordinal, name, uuid, total_bytes, pci_bus_id (the devices table; [] before schema v6)
 //   cross_check: null unless the trace comes from run --verify (render_json_parts.h has its shape)
-//   totals: allocations, allocated_bytes, frees, failed_allocations, leaked_bytes, leaked_allocations,
+//   totals: allocations, allocated_bytes, frees (these two CUDA-level), failed_allocations,
+//           failed_attempts_in_requests, block_allocations, block_frees (a framework heap's blocks), leaked_bytes,
+//           leaked_allocations,
 //           peak_bytes, peak_time_ns, unmatched_frees, inconsistencies
 //   peak_by_kind, peak_time_ns_by_kind, leaked_by_kind: {device, managed, host_pinned}
 //   leak_groups: {total, shown, not_shown, below_min_bytes, bytes_below_min_bytes, min_bytes}
 //   leaks[]: rank, bytes, count, stack_id, stack_missing, memory_kinds[], apis[], devices[],
-//            first_alloc_ns, last_alloc_ns, stack[]
+//            first_alloc_ns, last_alloc_ns, stack[], python_line, during (null, or for tensors that autograd's
+//            worker threads made during a backward() call: call "backward", caller_known, stack_id, python_line,
+//            stack[] of the calling thread)
 //   imported: other processes' memory opened here (in no total above): opens, closes, peak_bytes,
 //             peak_time_ns, devices[] (device, peak_bytes, peak_time_ns, opens, open_at_end_bytes),
 //             left_open_handles, left_open_bytes, left_open[] (bytes, count, apis[], devices[], stack_id,
@@ -52,7 +56,9 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   failures[]: event_id, time_ns, api, memory_kind, requested_bytes, error, error_name, device,
 //               device_free, device_total, stack_id, stack_missing, stack[],
 //               label ("fragmentation", "out of memory", "unknown", "other error"), largest_free_gap,
-//               fragmentation (a fragmentation{} or null), top_stacks[] (a held{} each)
+//               fragmentation (a fragmentation{} or null), top_stacks[] (a held{} each), allocator, heap,
+//               thread_id; a framework's failed request also attempts[] (the CUDA-level failures made inside it,
+//               each a failures[] item; they are in no other list), segments_released, segment_bytes_released
 //   peak_stacks[]: device, bytes, time_ns, stack_groups, stacks[] (held{}, largest first)
 //   growth: analyzed, reason (null when analyzed), windows, window_ns, start_ns, end_ns,
 //           devices[]: device, low_watermarks[], slope_bytes_per_s, fitted_rise_bytes, threshold_bytes,

@@ -104,6 +104,9 @@ Json totals_json(const Totals& totals) {
               {"allocated_bytes", totals.allocated_bytes},
               {"frees", totals.frees},
               {"failed_allocations", totals.failed_allocations},
+              {"failed_attempts_in_requests", totals.failed_attempts_in_requests},
+              {"block_allocations", totals.block_allocations},
+              {"block_frees", totals.block_frees},
               {"leaked_bytes", totals.leaked_bytes},
               {"leaked_allocations", totals.leaked_allocations},
               {"cached_at_exit_bytes", totals.cached_at_exit_bytes},
@@ -344,7 +347,9 @@ Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
     list.push_back(Json{{"pool", format_pc(static_cast<uint64_t>(pool.pool))},  // a handle: hex like pcs
                         {"device", pool.device},
                         {"samples", pool.samples},
-                        {"peak_reserved_bytes", pool.peak_reserved_bytes},
+                        {"peak_reserved_bytes", pool.peak_reserved_bytes},  // a lower bound
+                        {"sampled_peak_reserved_bytes", pool.sampled_peak_reserved_bytes},
+                        {"peak_reserved_from_used", pool.peak_reserved_from_used},
                         {"peak_used_bytes", pool.peak_used_bytes},
                         {"last_reserved_bytes", pool.last_reserved_bytes},
                         {"last_used_bytes", pool.last_used_bytes},
@@ -356,7 +361,7 @@ Json pools_json(const std::optional<std::vector<PoolUsage>>& pools) {
                         {"end_used_bytes", pool.last_used_bytes},  // at the end of the trace when from events
                         {"allocations", pool.allocations},
                         {"live_allocations", pool.live_allocations},
-                        {"reserved_sampled", true},
+                        {"reserved_sampled", pool.samples > 0},
                         {"last_sample_time_ns", pool.last_sample_time_ns},
                         {"series", series}});
   }
@@ -422,7 +427,15 @@ Json failure_json(const AllocFailure& failure) {
       {"fragmentation", fragmentation_json(failure.fragmentation)},
       {"top_stacks", stack_bytes_list(failure.top_stacks)},
       {"allocator", optional_text(failure.allocator)},
-      {"heap", heap_space_json(failure.heap)}};
+      {"heap", heap_space_json(failure.heap)},
+      {"thread_id", failure.thread_id}};
+  if (failure.heap_source) {  // a framework's request: the CUDA-level attempts inside it (failed_requests.h)
+    Json attempts = Json::array();
+    for (const AllocFailure& attempt : failure.attempts) attempts.push_back(failure_json(attempt));
+    item["attempts"] = std::move(attempts);
+    item["segments_released"] = failure.segments_released;
+    item["segment_bytes_released"] = failure.segment_bytes_released;
+  }
   add_stack_view(item, failure.stack);
   return item;
 }
@@ -547,6 +560,7 @@ Json findings_json(const Report& report) {
                         {"verdict", finding.verdict},
                         {"detail", optional_text(finding.detail)},
                         {"user_frame", optional_text(finding.user_frame)},
+                        {"during", optional_text(finding.during)},
                         {"source_text", optional_text(finding.source_text)},
                         {"via", optional_text(finding.via)},
                         {"stack_id", finding.stack_id}});
@@ -562,6 +576,18 @@ std::string render_json(const Report& report, const RenderOptions& options) {
     // The app's Python line (tensor_blocks.h), for a group allocated from Python: where a tensor was made.
     const Frame* app = app_python_frame(report.leaks[i].stack);
     leaks.back()["python_line"] = app && app->python ? Json(python_line(report.leaks[i].stack)) : Json(nullptr);
+    // Made by autograd's worker threads during a backward() call: that call's line (report.h LeakGroup).
+    const LeakGroup& group = report.leaks[i];
+    Json during = nullptr;
+    if (group.backward_stack_id != 0) {
+      during =
+          Json{{"call", "backward"},
+               {"caller_known", group.backward_stack_id > 0},
+               {"stack_id", group.backward_stack_id > 0 ? Json(group.backward_stack_id) : Json(nullptr)},
+               {"python_line", group.backward_stack_id > 0 ? Json(python_line(group.backward_stack)) : Json(nullptr)},
+               {"stack", group.backward_stack_id > 0 ? stack_json(group.backward_stack) : Json::array()}};
+    }
+    leaks.back()["during"] = std::move(during);
   }
   Json failures = Json::array();
   for (const AllocFailure& failure : report.failures) failures.push_back(failure_json(failure));

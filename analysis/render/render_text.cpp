@@ -152,6 +152,13 @@ void append_leaks(std::string& out, const Report& report, const RenderOptions& o
                        plural(group.count, "allocation", "allocations"), join_names(group.apis),
                        join_names(group.memory_kinds), time_span(group.first_alloc_ns, group.last_alloc_ns));
     out += user_line_note(group.stack);
+    if (group.backward_stack_id == kBackwardCallerUnknown) {
+      out += "    made by autograd's worker threads during backward(), while several backward() calls ran\n";
+    } else if (group.backward_stack_id > 0) {
+      const Frame* caller = user_frame(group.backward_stack);
+      out += fmt::format("    made by autograd's worker threads during backward() at {}\n",
+                         caller ? frame_label(*caller) : one_line_stack(group.backward_stack));
+    }
     append_stack(out, group.stack, options);
   }
 }
@@ -184,6 +191,7 @@ void append_failures(std::string& out, const Report& report, const RenderOptions
       out += "\n";
     }
     append_failure_label(out, failure);
+    append_failure_attempts(out, failure);
     append_stack(out, failure.stack, options);
     append_failure_forensics(out, failure, options);
   }
@@ -240,6 +248,7 @@ void append_findings(std::string& out, const Report& report, const RenderOptions
     const Finding& finding = findings[i];
     out += fmt::format("  {}. {}\n", i + 1, finding.verdict);
     if (!finding.user_frame.empty()) out += fmt::format("       at {}\n", finding.user_frame);
+    if (!finding.during.empty()) out += fmt::format("       {}\n", finding.during);
     if (!finding.source_text.empty()) out += fmt::format("          | {}\n", finding.source_text);
     if (!finding.via.empty()) out += fmt::format("       via {}\n", finding.via);
     if (!finding.detail.empty()) out += fmt::format("       ({})\n", finding.detail);

@@ -3,6 +3,7 @@
 // allocation a heap failed. Every number comes from Report::heaps and AllocFailure::heap.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "analysis/format.h"
@@ -99,6 +100,27 @@ bool append_heap_failure_label(std::string& out, const AllocFailure& failure) {
   }
   out += user_line_note(failure.stack);
   return true;
+}
+
+// The CUDA-level attempts made inside a framework's failed request (analysis/model/failed_requests.h).
+void append_failure_attempts(std::string& out, const AllocFailure& failure) {
+  if (failure.attempts.empty() && failure.segments_released == 0) return;
+  out += fmt::format("    inside this request, at the CUDA level (its evidence, not failures of their own):\n");
+  for (const AllocFailure& attempt : failure.attempts) {
+    out += fmt::format("      {} of {} failed at {}: {}", schema::to_string(attempt.api),
+                       format_bytes_exact(attempt.requested_bytes), format_duration(attempt.time_ns),
+                       cuda_error_name(attempt.error));
+    if (attempt.device_free) {
+      out += fmt::format(", device free {}",
+                         format_bytes_exact(static_cast<uint64_t>(std::max<int64_t>(0, *attempt.device_free))));
+    }
+    out += "\n";
+  }
+  if (failure.segments_released > 0) {
+    out += fmt::format("      {} released {} ({}) within the request to retry\n", failure.allocator,
+                       count_of(failure.segments_released, "cached segment", "cached segments"),
+                       format_bytes_exact(failure.segment_bytes_released));
+  }
 }
 
 }  // namespace gmt::analysis

@@ -58,6 +58,8 @@ std::string user_line_note(const Stack& stack);
 void append_cached_at_exit(std::string& out, const Report& report);
 std::string no_leaks_verdict(const Report& report);
 bool append_heap_failure_label(std::string& out, const AllocFailure& failure);
+// Its CUDA-level attempts and the segments its allocator released within it; nothing for a CUDA-level failure.
+void append_failure_attempts(std::string& out, const AllocFailure& failure);
 // After a failure's stack: who held the memory.
 void append_failure_forensics(std::string& out, const AllocFailure& failure, const RenderOptions& options);
 

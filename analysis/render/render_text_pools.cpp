@@ -135,8 +135,12 @@ void append_pools(std::string& out, const Report& report) {
       out += "    reserved  not sampled\n";
       continue;
     }
-    out += fmt::format("    reserved  sampled {}: peak {}, {} at the last sample ({})\n",
+    // A lower bound: the driver's figure is read only at samples (pools.h); never below the used peak.
+    out += fmt::format("    reserved  sampled {}: peak at least {}{}, {} at the last sample ({})\n",
                        count_of(pool.samples, "time", "times"), format_bytes(pool.peak_reserved_bytes),
+                       pool.peak_reserved_from_used ? fmt::format(" (the used peak; the samples saw at most {})",
+                                                                  format_bytes(pool.sampled_peak_reserved_bytes))
+                                                    : "",
                        format_bytes(pool.last_reserved_bytes), format_duration(pool.last_sample_time_ns));
     out += fmt::format("    reserved but unused  at most {} at {}\n", format_bytes(pool.max_unused_bytes),
                        format_duration(pool.max_unused_time_ns));

@@ -26,9 +26,14 @@ def start():
         # LD_PRELOAD. Nothing to record into; stay silent, as an unprofiled process would be.
         return
     _start_part("allocator statistics", "allocator_stats")
-    from . import torch_tracker, watch
+    from . import autograd_calls, torch_tracker, watch
     if torch_tracker.enabled():
         watch.when_imported("torch", torch_tracker.on_torch_imported)
+        # backward()'s tensors need their calls marked only where tensors are recorded
+        watch.when_imported("torch", autograd_calls.on_torch_imported)
+    from . import cupy_tracker
+    if torch_tracker.enabled():  # the same switch: frameworks' blocks (run --no-torch-blocks turns both off)
+        watch.when_imported("cupy", cupy_tracker.on_cupy_imported)
 
 
 def _start_part(what, module_name):

@@ -44,6 +44,38 @@ class AsyncPoolsTest(TraceDirTestCase):
         self.assertIn("    used      peak 3.00 MiB at ", text)
         self.assertIn("; 3.00 MiB at the end of the trace (2 of %d allocations live)\n" % (2 * (pairs + 1)), text)
 
+    def test_a_pool_that_grows_fast_is_never_reported_reserving_less_than_it_used(self):
+        # The writer samples each pool's reserved bytes after a batch in which it reached a new used peak, and every
+        # pool at exit (recorder/pool_peaks.h); the simulated runtime keeps a pool's reservation up to its release
+        # threshold (tests/simcuda/README.md).
+        trace = self.path("growth.db")
+        result = run_cli("run", "--simulate", "-o", trace, "--", sample("pool_growth"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        mib = 1 << 20
+        report = report_json(trace)
+        pools = {p["kind"]: p for p in report["pools"]}
+        created = pools["created"]
+        self.assertEqual(created["peak_used_bytes"], 150 * mib)
+        self.assertGreaterEqual(created["samples"], 2)  # at the used peak, and at exit
+        self.assertTrue(created["reserved_sampled"])
+        # UINT64_MAX release threshold: everything it reserved is still there at exit, sampled, not derived.
+        self.assertEqual(created["sampled_peak_reserved_bytes"], 150 * mib)
+        self.assertEqual(created["peak_reserved_bytes"], 150 * mib)
+        self.assertFalse(created["peak_reserved_from_used"])
+        self.assertEqual(created["last_reserved_bytes"], 150 * mib)
+        # The default pool gives back its 4 MiB at the synchronization, mostly before the writer reads it: its reserved
+        # peak is then the used peak, said as such (peak_reserved_from_used).
+        current = pools["default"]
+        self.assertEqual(current["peak_used_bytes"], 4 * mib)
+        self.assertEqual(current["peak_reserved_bytes"], 4 * mib)
+        self.assertEqual(current["peak_reserved_from_used"], current["sampled_peak_reserved_bytes"] < 4 * mib)
+        for pool in report["pools"]:
+            self.assertGreaterEqual(pool["peak_reserved_bytes"], pool["peak_used_bytes"], pool)
+        text = run_cli("report", trace).stdout
+        self.assertRegex(text, r"    reserved  sampled \d+ times: peak at least 150.00 MiB, 150.00 MiB at the last sample")
+        self.assertIn("peak at least 4.00 MiB", text)
+        self.assertNotIn("not sampled", text)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -149,6 +149,34 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertEqual(failed[0][2], TORCH_BLOCK_ALLOC)
         self.assertEqual(self.python_frames(trace, failed[0][1])[0], (APP, "<module>", marker("BLOCK-OOM")))
 
+    def test_the_failed_request_is_one_finding_with_its_cuda_attempts_as_evidence(self):
+        # The fake allocator, as PyTorch's, asks CUDA for a new segment and tries once more before it fails the
+        # request: two failed cudaMallocs inside the one request the app made.
+        trace, seen, stderr = self.run_app("oom-summary.db", app_args=["--oom"], quiet=False)
+        self.assertEqual(seen["oom"], "raised True")
+        cuda_failures = self.query(trace, "SELECT size, thread_id FROM events WHERE source != ? AND kind = ?",
+                                   TORCH_ALLOCATOR, ALLOC_FAILED)
+        self.assertEqual([size for size, _ in cuda_failures], [1 << 40, 1 << 40])
+        lines = stderr.splitlines()
+        self.assertIn("  CUDA level: allocations 1, frees 0, failed allocations 0 (and 2 made inside the failed "
+                      "request below)", lines)
+        self.assertIn(f"  block level (PyTorch's caching allocator): blocks {4 * STEPS}, freed {3 * STEPS}, "
+                      "failed requests 1", lines)
+        findings = lines.index("  findings, largest first:")
+        cached_mib = (SEGMENT_BYTES - STEPS * KEPT_BYTES) >> 20  # the temporaries' space, free in the segment
+        self.assertEqual(lines[findings + 1], "    1. failed allocation of 1.00 TiB on device 0: out of memory in "
+                                              f"PyTorch's caching allocator ({cached_mib}.00 MiB free in its cache)")
+        self.assertEqual(lines[findings + 2], f"       at <module> {APP}:{marker('BLOCK-OOM')}")
+        self.assertEqual(lines[findings + 3], "       inside it 2 CUDA-level cudaMalloc attempts failed (out of memory)")
+        self.assertNotIn("failed allocation of 1.00 TiB on device 0: out of memory\n", stderr)
+        report = report_json(trace)
+        self.assertEqual(report["totals"]["failed_allocations"], 1)
+        self.assertEqual(report["totals"]["failed_attempts_in_requests"], 2)
+        [failure] = report["failures"]
+        self.assertEqual(failure["api"], "torch_block_alloc")
+        self.assertEqual([a["api"] for a in failure["attempts"]], ["cudaMalloc", "cudaMalloc"])
+        self.assertEqual({a["thread_id"] for a in failure["attempts"]}, {failure["thread_id"]})
+
     def test_the_bridge_is_built_once_and_then_found_in_the_cache(self):
         self.run_app("first.db")
         built = [f for f in os.listdir(self.cache) if f.endswith(".so")]
@@ -240,8 +268,12 @@ class TorchTrackerTest(TraceDirTestCase):
                           for h in cached["heaps"]],
                          [("PyTorch's caching allocator", SEGMENT_BYTES, 1, STEPS * KEPT_BYTES, True)])
         # run's end summary says the same.
+        # Each count at its level: the segment's cudaMalloc at the CUDA level, the tensors' blocks at the block level.
+        self.assertIn("  CUDA level: allocations 1, frees 0, failed allocations 0\n", stderr)
+        self.assertIn(f"  block level (PyTorch's caching allocator): blocks {4 * STEPS}, freed {3 * STEPS}, "
+                      "failed requests 0\n", stderr)
         self.assertIn(f"leaked {STEPS * KEPT_BYTES // (1 << 20)}.00 MiB ({STEPS * KEPT_BYTES} B) in {STEPS} "
-                      "allocations from 1 call stack", stderr)
+                      "blocks from 1 call stack", stderr)
         self.assertIn(f"cached at exit by PyTorch's caching allocator: 256.00 MiB ({SEGMENT_BYTES} B) (not a leak)",
                       stderr)
         # --fail-on-leak: exactly the kept bytes leaked, the segment counts for nothing.

@@ -36,7 +36,7 @@ class ExitPathsTest(TraceDirTestCase):
                 trace, result = self.run_mode(mode, code)
                 report = self.check_all_kept(trace, complete=True)
                 self.assertEqual(report["trace"]["app_exit_status"], code)
-                self.assertIn(f"({LEAKED} B) in {COUNT} allocations", result.stderr)
+                self.assertIn(f"({LEAKED} B) in {COUNT} CUDA-level allocations", result.stderr)  # run's summary
                 self.assertNotIn("no CUDA allocation", result.stderr)
                 gate = run_cli("report", "--fail-on-leak", "-o", os.devnull, trace)
                 self.assertEqual(gate.returncode, 1, gate.stderr)

@@ -199,8 +199,11 @@ cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-  // Every operation completed when it was issued; there is never anything to wait for.
-  return finish(Runtime::get().check_device(gmt::sim::current_device()));
+  // Every operation completed when it was issued; there is never anything to wait for, but pools give back their
+  // reservation above their release threshold (Pool::reserved).
+  const cudaError_t e = Runtime::get().check_device(gmt::sim::current_device());
+  if (e == cudaSuccess) Runtime::get().release_pool_reservations();
+  return finish(e);
 }
 
 cudaError_t cudaDeviceReset(void) {

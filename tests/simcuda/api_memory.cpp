@@ -277,11 +277,13 @@ cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t /*minBytesToKeep*/) {
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
   Runtime& rt = Runtime::get();
   std::lock_guard lock(rt.objects_mutex);
-  // Nothing to trim: freed blocks never stay cached in a simulated pool.
-  return live_pool(rt, memPool) != nullptr ? cudaSuccess : finish(cudaErrorInvalidValue);
+  Pool* pool = live_pool(rt, memPool);
+  if (pool == nullptr) return finish(cudaErrorInvalidValue);
+  Runtime::trim_pool(*pool, minBytesToKeep);
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr, void* value) {
@@ -293,6 +295,9 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
   switch (attr) {
     case cudaMemPoolAttrReleaseThreshold: pool->release_threshold = u64; return cudaSuccess;
     case cudaMemPoolAttrReservedMemHigh:  // high watermarks can only be reset to zero
+      if (u64 != 0) return finish(cudaErrorInvalidValue);
+      pool->reserved_high = pool->reserved.load();
+      return cudaSuccess;
     case cudaMemPoolAttrUsedMemHigh:
       if (u64 != 0) return finish(cudaErrorInvalidValue);
       pool->used_high = pool->used.load();
@@ -312,10 +317,9 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, cudaMemPoolAttr attr,
   auto* u64 = static_cast<std::uint64_t*>(value);
   switch (attr) {
     case cudaMemPoolAttrReleaseThreshold: *u64 = pool->release_threshold; return cudaSuccess;
-    // Reserved equals used: the simulated pool holds no memory beyond live allocations.
-    case cudaMemPoolAttrReservedMemCurrent:
+    case cudaMemPoolAttrReservedMemCurrent: *u64 = pool->reserved.load(); return cudaSuccess;
     case cudaMemPoolAttrUsedMemCurrent: *u64 = pool->used.load(); return cudaSuccess;
-    case cudaMemPoolAttrReservedMemHigh:
+    case cudaMemPoolAttrReservedMemHigh: *u64 = pool->reserved_high.load(); return cudaSuccess;
     case cudaMemPoolAttrUsedMemHigh: *u64 = pool->used_high.load(); return cudaSuccess;
     case cudaMemPoolReuseFollowEventDependencies:
     case cudaMemPoolReuseAllowOpportunistic:

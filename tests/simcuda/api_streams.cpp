@@ -123,7 +123,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return finish(check_stream(stream)); }
+// A synchronization: pools give back their reservation above their release threshold (Pool::reserved).
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  const cudaError_t e = check_stream(stream);
+  if (e == cudaSuccess) Runtime::get().release_pool_reservations();
+  return finish(e);
+}
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) { return finish(check_stream(stream)); }
 
@@ -209,7 +214,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return finish(with_event(event, [](Event&) { return cudaSuccess; }));
+  const cudaError_t e = with_event(event, [](Event&) { return cudaSuccess; });
+  if (e == cudaSuccess) Runtime::get().release_pool_reservations();
+  return finish(e);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -99,13 +100,48 @@ std::optional<std::size_t> parse_bytes(const char* text) {
   return static_cast<std::size_t>(value) << shift;
 }
 
+namespace {
+
+std::uint64_t round_up_to_reserve(std::uint64_t bytes) {
+  return (bytes + kPoolReserveGranularity - 1) / kPoolReserveGranularity * kPoolReserveGranularity;
+}
+
+void raise_to(std::atomic<std::uint64_t>& value, std::uint64_t at_least) {
+  std::uint64_t seen = value.load();
+  while (at_least > seen && !value.compare_exchange_weak(seen, at_least)) {
+  }
+}
+
+// Lowers `pool`'s reservation to `target`, never below what its live allocations need.
+void lower_reservation(Pool& pool, std::uint64_t target) {
+  std::uint64_t seen = pool.reserved.load();
+  for (;;) {
+    const std::uint64_t floor = round_up_to_reserve(pool.used.load());
+    const std::uint64_t wanted = std::max(floor, std::min(seen, target));
+    if (wanted >= seen || pool.reserved.compare_exchange_weak(seen, wanted)) return;
+  }
+}
+
+}  // namespace
+
 void pool_account_alloc(Pool* pool, std::size_t bytes) {
   if (pool == nullptr) return;
   const std::uint64_t now = pool->used.fetch_add(bytes) + bytes;
-  std::uint64_t high = pool->used_high.load();
-  while (now > high && !pool->used_high.compare_exchange_weak(high, now)) {
+  raise_to(pool->used_high, now);
+  raise_to(pool->reserved, round_up_to_reserve(now));
+  raise_to(pool->reserved_high, pool->reserved.load());
+}
+
+void Runtime::release_pool_reservations() {
+  std::lock_guard lock(objects_mutex);
+  for (Pool* pool : live_pools) {
+    const std::uint64_t threshold = pool->release_threshold.load();
+    if (pool->reserved.load() > threshold)
+      lower_reservation(*pool, threshold / kPoolReserveGranularity * kPoolReserveGranularity);
   }
 }
+
+void Runtime::trim_pool(Pool& pool, std::uint64_t keep) { lower_reservation(pool, round_up_to_reserve(keep)); }
 
 Runtime& Runtime::get() {
   // Deliberately leaked: programs free memory from static destructors and atexit handlers (the
@@ -208,6 +244,8 @@ void Runtime::reset_device(int ordinal) {
       if (pool->device != ordinal) continue;
       pool->used = 0;
       pool->used_high = 0;
+      pool->reserved = 0;
+      pool->reserved_high = 0;
       if (!pool->is_default) live_pools.erase(pool.get());
     }
     current_pools[static_cast<std::size_t>(ordinal)] = default_pools_[static_cast<std::size_t>(ordinal)];

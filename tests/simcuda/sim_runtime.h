@@ -72,8 +72,15 @@ struct Pool {
   bool is_default = false;
   std::atomic<std::uint64_t> used{0};
   std::atomic<std::uint64_t> used_high{0};
-  std::uint64_t release_threshold = 0;
+  // The pool's reservation, as a real pool keeps one: it grows in kPoolReserveGranularity steps when used outgrows
+  // it, keeps freed memory, and gives back what exceeds release_threshold at each synchronization (and at
+  // cudaMemPoolTrimTo). Bookkeeping only: the blocks themselves come from the device's heap as before.
+  std::atomic<std::uint64_t> reserved{0};
+  std::atomic<std::uint64_t> reserved_high{0};
+  std::atomic<std::uint64_t> release_threshold{0};
 };
+
+inline constexpr std::uint64_t kPoolReserveGranularity = 2 << 20;
 
 // Page-locked host memory as the runtime knows it: from cudaMallocHost/cudaHostAlloc, or a range
 // the program handed to cudaHostRegister.
@@ -150,6 +157,10 @@ class Runtime {
 
   Pool* new_pool(int device, bool is_default);  // caller holds objects_mutex
   Pool* pool_by_id(std::uint32_t id);           // caller holds objects_mutex
+  // A synchronization: every pool gives back its reservation above its release threshold (Pool::reserved).
+  void release_pool_reservations();
+  // cudaMemPoolTrimTo: `pool` keeps at most max(its used bytes, keep) reserved.
+  static void trim_pool(Pool& pool, std::uint64_t keep);
   Pool* default_pool(int device) { return default_pools_.at(device); }
 
   std::mutex objects_mutex;

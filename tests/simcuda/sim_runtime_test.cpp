@@ -296,6 +296,45 @@ TEST_F(SimRuntime, StreamsAreValidatedHandles) {
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
 }
 
+// A pool's reservation (README "What is simulated"): 2 MiB steps, kept after frees, given back above the release
+// threshold at a synchronization, and down to the bytes to keep at a trim.
+TEST_F(SimRuntime, APoolKeepsItsReservationUpToItsReleaseThreshold) {
+  constexpr std::uint64_t kMiB = 1 << 20;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = 0;
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaMemPoolCreate(&pool, &props), cudaSuccess);
+  auto attribute = [&](cudaMemPoolAttr attr) {
+    std::uint64_t value = 0;
+    EXPECT_EQ(cudaMemPoolGetAttribute(pool, attr, &value), cudaSuccess);
+    return value;
+  };
+  std::uint64_t keep_all = UINT64_MAX;
+  ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), cudaSuccess);
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(cudaMallocFromPoolAsync(&a, 3 * kMiB, pool, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMallocFromPoolAsync(&b, 1000, pool, nullptr), cudaSuccess);
+  EXPECT_EQ(attribute(cudaMemPoolAttrReservedMemCurrent), 4 * kMiB);  // 3 MiB + 1024 B in 2 MiB steps
+  ASSERT_EQ(cudaFreeAsync(a, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  EXPECT_EQ(attribute(cudaMemPoolAttrUsedMemCurrent), 1024u);
+  EXPECT_EQ(attribute(cudaMemPoolAttrReservedMemCurrent), 4 * kMiB);  // kept: the threshold is above it
+
+  std::uint64_t threshold = 0;
+  ASSERT_EQ(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), cudaSuccess);
+  EXPECT_EQ(attribute(cudaMemPoolAttrReservedMemCurrent), 4 * kMiB);  // given back at a synchronization only
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(attribute(cudaMemPoolAttrReservedMemCurrent), 2 * kMiB);  // what the live 1024 B need
+  EXPECT_EQ(attribute(cudaMemPoolAttrReservedMemHigh), 4 * kMiB);
+  ASSERT_EQ(cudaFreeAsync(b, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemPoolTrimTo(pool, 0), cudaSuccess);
+  EXPECT_EQ(attribute(cudaMemPoolAttrReservedMemCurrent), 0u);
+  EXPECT_EQ(cudaMemPoolDestroy(pool), cudaSuccess);
+}
+
 TEST_F(SimRuntime, MemoryPoolsAccountForStreamOrderedAllocations) {
   cudaMemPool_t default_pool = nullptr;
   ASSERT_EQ(cudaDeviceGetDefaultMemPool(&default_pool, 0), cudaSuccess);

@@ -1,10 +1,14 @@
 // TEST FIXTURE, not PyTorch (README.md): a caching allocator that hands out blocks inside one segment, first fit,
 // and calls the attached trace trackers on every action while holding its lock, as PyTorch's does. Built into
 // torch/lib/libc10_cuda.so of the fixture package by tests/python/CMakeLists.txt.
+#include <dlfcn.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "c10/cuda/CUDACachingAllocator.h"
@@ -37,14 +41,16 @@ class FixtureAllocator final : public CUDAAllocator {
       segment_traced_ = true;
       trace(TraceEntry::SEGMENT_ALLOC, segment_base_, segment_size_);
     }
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second < size) continue;
-      const size_t address = it->first, left = it->second - size;
-      free_.erase(it);
-      if (left) free_[address + size] = left;
-      used_[address] = size;
-      trace(TraceEntry::ALLOC, address, size);
-      return address;
+    if (size_t address = take(size)) return address;
+    // No block fits: as PyTorch's malloc, a new segment from CUDA, and when that fails, a second try after giving
+    // back the cache (the fixture caches nothing it could give back); then the request fails.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      void* segment = nullptr;
+      if (cuda_malloc(&segment, size) == 0) {
+        free_[reinterpret_cast<size_t>(segment)] = size;
+        trace(TraceEntry::SEGMENT_ALLOC, reinterpret_cast<size_t>(segment), size);
+        return take(size);
+      }
     }
     trace(TraceEntry::OOM, 0, size);
     return 0;
@@ -62,6 +68,24 @@ class FixtureAllocator final : public CUDAAllocator {
   }
 
  private:
+  size_t take(size_t size) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < size) continue;
+      const size_t address = it->first, left = it->second - size;
+      free_.erase(it);
+      if (left) free_[address + size] = left;
+      used_[address] = size;
+      trace(TraceEntry::ALLOC, address, size);
+      return address;
+    }
+    return 0;
+  }
+  // The runtime's cudaMalloc as the app's libraries see it (the preloaded hooks first), as libc10_cuda imports it.
+  static int cuda_malloc(void** pointer, size_t size) {
+    using CudaMalloc = int (*)(void**, size_t);
+    static const auto function = reinterpret_cast<CudaMalloc>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
+    return function ? function(pointer, size) : 2;  // cudaErrorMemoryAllocation without a runtime
+  }
   void trace(TraceEntry::Action action, size_t address, size_t size) {
     TraceEntry entry{action, 0, address, nullptr, size};
     for (const auto& tracker : trackers_) tracker(entry);
@@ -102,5 +126,18 @@ using c10::cuda::CUDACachingAllocator::g_fixture;
 extern "C" {
 void fixture_init(size_t base, size_t size) { g_fixture.init(base, size); }
 size_t fixture_allocate(size_t size) { return g_fixture.allocate(size); }
+// Autograd's engine, as PyTorch runs it: the backward pass on a worker thread of its own, which has no Python frames,
+// allocating the gradient there. The caller waits for it; `hold_ms` before and after the allocation keeps the call
+// open long enough for calls of other threads to overlap it.
+size_t fixture_backward(size_t size, int hold_ms) {
+  size_t address = 0;
+  std::thread worker([&address, size, hold_ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+    address = g_fixture.allocate(size);
+    std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  });
+  worker.join();
+  return address;
+}
 void fixture_release(size_t address) { g_fixture.release(address); }
 }

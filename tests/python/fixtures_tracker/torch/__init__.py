@@ -2,7 +2,7 @@
 import ctypes
 import os
 
-from . import _C, cuda, version
+from . import _C, autograd, cuda, version
 
 __version__ = "2.11.0+fixture"
 
@@ -18,6 +18,8 @@ def _c10_cuda():
         _library.fixture_allocate.argtypes = [ctypes.c_size_t]
         _library.fixture_release.argtypes = [ctypes.c_size_t]
         _library.fixture_init.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+        _library.fixture_backward.restype = ctypes.c_size_t
+        _library.fixture_backward.argtypes = [ctypes.c_size_t, ctypes.c_int]
     return _library
 
 
@@ -32,6 +34,10 @@ class Tensor:
         if self.address == 0:
             raise OutOfMemoryError(f"fixture: no block of {size} bytes left")
         self.size = size
+
+    def backward(self, hold_ms=0):
+        """As PyTorch's Tensor.backward: through torch.autograd.backward, looked up at each call."""
+        autograd.backward(self, hold_ms=hold_ms)
 
     def __del__(self):
         if getattr(self, "address", 0):

@@ -1,0 +1,3 @@
+"""TEST FIXTURE, not CuPy: see ../../README.md."""
+from . import memory
+from .memory import MemoryPointer, MemoryPool, UnownedMemory, set_allocator  # noqa: F401
