@@ -1,6 +1,8 @@
 // A CUDA runtime program without kernels, so that g++ alone builds it against any cudart: tests/gpu/test_gpu_cuda12.py
-// builds it against PyPI's CUDA 12 runtime (nvidia-cuda-runtime-cu12), with the shared and the static cudart. Known
-// leaks, printed as the samples' truth line; the LEAK-SITE markers name the lines the report must show.
+// builds it against PyPI's CUDA 12 runtime (nvidia-cuda-runtime-cu12), with the shared and the static cudart, and as a
+// library (GMT_CUDA12_APP_LIBRARY) that tests/gpu/cuda12_loader.cpp opens with RTLD_LOCAL, as Python opens an
+// extension module. Known leaks, printed as the samples' truth line; the LEAK-SITE markers name the lines the report
+// must show.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -37,7 +39,7 @@ void* keep_managed(size_t bytes) {
 
 }  // namespace
 
-int main() {
+int app_main() {
   int runtime = 0;
   CHECK(cudaRuntimeGetVersion(&runtime));
   std::printf("cudart %d\n", runtime);
@@ -61,3 +63,9 @@ int main() {
   std::printf("truth: leaked_bytes=%d leaked_allocations=4 failed_allocations=0\n", (8 << 20) + (3 << 20) + (1 << 20));
   return 0;
 }
+
+#ifdef GMT_CUDA12_APP_LIBRARY
+extern "C" int gmt_cuda12_app_main() { return app_main(); }
+#else
+int main() { return app_main(); }
+#endif

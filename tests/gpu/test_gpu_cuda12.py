@@ -1,6 +1,7 @@
 """CUDA 12 (issue 39): tests/gpu/cuda12_app.cpp, built by g++ against PyPI's CUDA 12 runtime wheel
-(nvidia-cuda-runtime-cu12: its shared libcudart.so.12 and its libcudart_static.a), is profiled exactly under every
-backend: auto, hooks, cupti with the toolkit's CUPTI 13, and cupti with the CUPTI 12 of nvidia-cuda-cupti-cu12
+(nvidia-cuda-runtime-cu12: its shared libcudart.so.12 and its libcudart_static.a, and as a library that
+tests/gpu/cuda12_loader.cpp opens with RTLD_LOCAL, where the hooks find the runtime only through its soname), is
+profiled exactly under every backend: auto, hooks, cupti with the toolkit's CUPTI 13, and cupti with the CUPTI 12 of nvidia-cuda-cupti-cu12
 (GMT_CUPTI_LIBRARY; the loader's log shows which libcupti the process opened). Each equals the program's own count,
 each leak site is named at its line, and compute-sanitizer's leak check agrees.
 
@@ -21,6 +22,7 @@ from test_gpu_samples import SKIP, have_gpu, sanitizer_leaks  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 WHEELS = os.environ.get("GMT_CUDA12_WHEELS", os.path.join(SOURCE, ".gpu", "wheels"))
 APP = os.path.join(HERE, "cuda12_app.cpp")
+LOADER = os.path.join(HERE, "cuda12_loader.cpp")
 SITES = {"keep_weights": (8 << 20, 2), "keep_async_scratch": (3 << 20, 1), "keep_managed": (1 << 20, 1)}
 # (name, --backend, use the wheel's CUPTI 12)
 VARIANTS = (("auto", "auto", False), ("hooks", "hooks", False), ("cupti13", "cupti", False),
@@ -49,12 +51,17 @@ class Cuda12Test(TraceDirTestCase):
             wheels[package] = os.path.basename(found[-1])
         runtime = os.path.join(root, "nvidia", "cuda_runtime")
         cls.cupti12 = os.path.join(root, "nvidia", "cuda_cupti", "lib", "libcupti.so.12")
-        cls.apps = {"shared": os.path.join(root, "app_shared"), "static": os.path.join(root, "app_static")}
+        shared, static = os.path.join(root, "app_shared"), os.path.join(root, "app_static")
+        library, loader = os.path.join(root, "libcuda12_app.so"), os.path.join(root, "cuda12_loader")
+        cls.apps = {"shared": [shared], "static": [static], "rtld_local": [loader, library]}
         flags = ["g++", "-std=c++17", "-O1", "-g", APP, f"-I{runtime}/include"]
-        subprocess.run([*flags, f"-L{runtime}/lib", "-l:libcudart.so.12", f"-Wl,-rpath,{runtime}/lib",
-                        "-o", cls.apps["shared"]], check=True)
-        subprocess.run([*flags, f"{runtime}/lib/libcudart_static.a", "-ldl", "-lpthread", "-lrt",
-                        "-o", cls.apps["static"]], check=True)
+        link_shared = [f"-L{runtime}/lib", "-l:libcudart.so.12", f"-Wl,-rpath,{runtime}/lib"]
+        subprocess.run([*flags, *link_shared, "-o", shared], check=True)
+        subprocess.run([*flags, f"{runtime}/lib/libcudart_static.a", "-ldl", "-lpthread", "-lrt", "-o", static],
+                       check=True)
+        subprocess.run([*flags, "-DGMT_CUDA12_APP_LIBRARY", "-shared", "-fPIC", *link_shared, "-o", library],
+                       check=True)
+        subprocess.run(["g++", "-std=c++17", "-O1", LOADER, "-ldl", "-o", loader], check=True)
         cls.figures.append(f"built with g++ against {wheels['nvidia_cuda_runtime_cu12']} (shared and static cudart); "
                            f"CUPTI 12 from {wheels['nvidia_cuda_cupti_cu12']}")
 
@@ -65,19 +72,19 @@ class Cuda12Test(TraceDirTestCase):
             print("FIGURE", line)
 
     def test_the_apps_use_the_cuda12_runtime(self):
-        ldd = subprocess.run(["ldd", self.apps["shared"]], capture_output=True, text=True).stdout
+        ldd = subprocess.run(["ldd", self.apps["shared"][0]], capture_output=True, text=True).stdout
         self.assertRegex(ldd, r"libcudart\.so\.12 => .*nvidia/cuda_runtime/lib/libcudart\.so\.12")
-        static = subprocess.run(["ldd", self.apps["static"]], capture_output=True, text=True).stdout
+        static = subprocess.run(["ldd", self.apps["static"][0]], capture_output=True, text=True).stdout
         self.assertNotIn("libcudart", static)
         for linkage, app in self.apps.items():
-            out = subprocess.run([app], capture_output=True, text=True, timeout=120)
+            out = subprocess.run(app, capture_output=True, text=True, timeout=120)
             self.assertEqual(out.returncode, 0, out.stderr)
             self.assertRegex(out.stdout, r"cudart 12\d{3}", linkage)
 
     def test_exact_under_every_backend(self):
         line = {site: marker_line(f"LEAK-SITE: {site}") for site in SITES}
         for linkage, app in self.apps.items():
-            reference = sanitizer_leaks([app])
+            reference = sanitizer_leaks(app)
             for name, backend, cupti12 in VARIANTS:
                 with self.subTest(linkage=linkage, variant=name):
                     trace = self.path(f"{linkage}-{name}.db")
@@ -85,7 +92,7 @@ class Cuda12Test(TraceDirTestCase):
                     loader_log = self.path(f"ld-{linkage}-{name}")
                     if cupti12:
                         env = {"GMT_CUPTI_LIBRARY": self.cupti12, "LD_DEBUG": "files", "LD_DEBUG_OUTPUT": loader_log}
-                    result = run_cli("run", "--backend", backend, "-o", trace, "--", app, env=env)
+                    result = run_cli("run", "--backend", backend, "-o", trace, "--", *app, env=env)
                     self.assertEqual(result.returncode, 0, result.stderr)
                     truth = parse_truth(result.stdout)[0]
                     report = report_json(trace)
