@@ -128,6 +128,7 @@ class SessionProfiler:
         self.call_windows = {}  # nodeid -> (start_ns, end_ns) of the test function itself
         self.wide_setup_end_ns = None  # the last wider-than-function fixture set up for the current test
         self.in_setup = False
+        self.no_trace_yet = False  # settle() waited SETTLE_MAX_S for a trace that did not come
 
     # -- windows --------------------------------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
@@ -221,57 +222,59 @@ class SessionProfiler:
     def analyze(self, start_ns, end_ns, top=3, settled=False):
         """The report of one window: allocations made in it, held = still live at its end (None on failure).
 
-        The library's writer puts events into the trace at least every 200 ms, later on a loaded machine: unless the
-        caller knows the trace has settled, the window is read until two reads SETTLE_S apart agree (at most
-        SETTLE_MAX_S), so that a busy machine cannot make a leak look smaller."""
+        Unless the caller settled the trace already (settle()), it waits until the trace has stopped growing: the
+        library's writer puts events into it at least every 200 ms, later on a loaded machine, and a window read
+        too early would make a leak look smaller."""
         wait = FLUSH_WAIT_S - (time.monotonic_ns() - end_ns) / 1e9
         if wait > 0:
             time.sleep(wait)
-        if not os.path.exists(self.trace):  # the library creates it at the process's first CUDA allocation call
+        if not settled:
+            self.settle(wait_s=0)
+        if self.origin_ns is None:  # settle() found no trace: the process has made no CUDA allocation call
             return {"totals": {"leaked_bytes": 0, "peak_bytes": 0, "allocations": 0}, "leaks": [], "peak_stacks": []}
-        if self.origin_ns is None:
-            whole = self._report("--top", "1")
-            if whole is None or whole["trace"].get("start_monotonic_ns") is None:
-                self.last_error = self.last_error or "the trace has no start time"
-                return None
-            self.origin_ns = whole["trace"]["start_monotonic_ns"]
         since = max(0, start_ns - self.origin_ns) / 1e9
         until = max(0, end_ns - self.origin_ns) / 1e9
-        window = ("--top", str(top), "--since", f"{since:.9f}", "--until", f"{until:.9f}")
-        report = self._report(*window)
-        deadline = time.monotonic() + SETTLE_MAX_S
-        while report is not None and not settled and time.monotonic() < deadline:
-            time.sleep(SETTLE_S)
-            again = self._report(*window)
-            if again is None or again["totals"] == report["totals"]:
-                return again
-            report = again
-        return report
+        return self._report("--top", str(top), "--since", f"{since:.9f}", "--until", f"{until:.9f}")
 
-    def settle(self):
-        """Waits until the whole trace stops growing (at most SETTLE_MAX_S): then every past window is in it."""
-        time.sleep(FLUSH_WAIT_S)
-        if not os.path.exists(self.trace):
-            return
+    def settle(self, wait_s=FLUSH_WAIT_S):
+        """Waits until the trace exists with its start time (the library creates it, from its writer thread, at the
+        process's first CUDA allocation call) and has stopped growing: two reads SETTLE_S apart count the same
+        events. At most SETTLE_MAX_S: a process whose other threads keep allocating never stops growing."""
+        time.sleep(wait_s)
+        if self.origin_ns is None and self.no_trace_yet and not os.path.exists(self.trace):
+            return  # waited once in vain: CUDA is loaded but nothing was allocated; do not wait at every test
         seen, deadline = None, time.monotonic() + SETTLE_MAX_S
         while time.monotonic() < deadline:
-            whole = self._report("--top", "1")
-            count = whole["trace"]["event_count"] if whole else None
-            if count is None or count == seen:
-                return
-            seen = count
+            whole = self._report("--top", "1") if os.path.exists(self.trace) else None
+            if whole is not None and whole["trace"].get("start_monotonic_ns") is not None:
+                self.origin_ns = whole["trace"]["start_monotonic_ns"]
+                if whole["trace"]["event_count"] == seen:
+                    return
+                seen = whole["trace"]["event_count"]
+            elif self.origin_ns is None and not self.cuda_used():
+                return  # no trace, and no reason to expect one
             time.sleep(SETTLE_S)
+        self.no_trace_yet = self.origin_ns is None
+
+    @staticmethod
+    def cuda_used():
+        """Whether this process has a CUDA runtime or driver loaded: then its trace is coming."""
+        with open("/proc/self/maps") as maps:
+            return any("libcudart.so" in line or "libcuda.so" in line for line in maps)
 
     # -- summary ----------------------------------------------------------------------------------------------
     def pytest_terminal_summary(self, terminalreporter):
         write = terminalreporter.write_line
         terminalreporter.section("gpumemtrace: GPU memory per test")
-        if not os.path.exists(self.trace):
+        if not os.path.exists(self.trace) and not self.cuda_used():
             write(f"no trace at {self.trace}: the session made no CUDA allocation call")
             return
         started = time.monotonic()
         rows = [r for r in self.rows if r["end_ns"] > r["start_ns"]]
         self.settle()
+        if self.origin_ns is None:
+            write(f"the trace {self.trace} could not be read: {self.last_error or 'it has no start time'}")
+            return
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             reports = list(pool.map(lambda r: self.analyze(r["start_ns"], r["end_ns"], top=1, settled=True), rows))
         for row, report in zip(rows, reports):
