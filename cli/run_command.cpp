@@ -123,7 +123,8 @@ std::vector<std::string> read_registry(const std::string& path) {
 }
 
 // libcupti of the CUDA toolkit in use: GMT_CUPTI_LIBRARY if set, else next to the nvcc on PATH, CUDA_HOME,
-// /usr/local/cuda. Empty when none is found: the library then asks the loader for libcupti.so.13.
+// /usr/local/cuda; CUPTI 13, else 12. Empty when none is found: the library then asks the loader for
+// libcupti.so.13, then libcupti.so.12 (cupti/cupti_loader.h).
 std::string find_cupti_library() {
   if (const char* set = getenv(env::kCuptiLibrary); set && *set) return set;
   std::vector<std::string> roots;
@@ -140,8 +141,10 @@ std::string find_cupti_library() {
   if (const char* home = getenv("CUDA_HOME"); home && *home) roots.push_back(home);
   roots.push_back("/usr/local/cuda");
   for (const auto& root : roots) {
-    for (const char* lib : {"/lib64/libcupti.so.13", "/extras/CUPTI/lib64/libcupti.so.13", "/lib/libcupti.so.13"}) {
-      if (file_exists(root + lib)) return root + lib;
+    for (const char* soname : {"libcupti.so.13", "libcupti.so.12"}) {
+      for (const char* dir : {"/lib64/", "/extras/CUPTI/lib64/", "/lib/"}) {
+        if (file_exists(root + dir + soname)) return root + dir + soname;
+      }
     }
   }
   return {};

@@ -32,13 +32,19 @@ void write_stderr(const std::string& line) {
   (void)ignored;
 }
 
-// Tries, in order: a libcupti.so.13 the process already has (sharing it avoids two CUPTI copies fighting over
-// the driver's one tools slot), the CLI's GMT_CUPTI_LIBRARY, then the loader's search path.
+// The CUPTI sonames we load, newest first: CUPTI 13 (the toolkit we build with) and 12 (CUDA 12 toolkits, PyPI's
+// nvidia-cuda-cupti-cu12). The callback ids and parameter structs we use are the same in both (docs/design.md).
+constexpr const char* kCuptiSonames[] = {"libcupti.so.13", "libcupti.so.12"};
+
+// Tries, in order: a libcupti the process already has (sharing it avoids two CUPTI copies fighting over the driver's
+// one tools slot), the CLI's GMT_CUPTI_LIBRARY, then the loader's search path.
 void* open_library(std::string& errors) {
   // RTLD_LAZY with RTLD_NOLOAD: only look; do not change how the app's copy was bound.
-  if (void* handle = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD)) return handle;
+  for (const char* soname : kCuptiSonames) {
+    if (void* handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD)) return handle;
+  }
   const char* env = std::getenv(schema::env::kCuptiLibrary);
-  const char* candidates[] = {env && *env ? env : nullptr, "libcupti.so.13", "libcupti.so"};
+  const char* candidates[] = {env && *env ? env : nullptr, kCuptiSonames[0], kCuptiSonames[1], "libcupti.so"};
   for (const char* candidate : candidates) {
     if (!candidate) continue;
     dlerror();  // clear any stale message

@@ -34,9 +34,9 @@ struct CuptiTable {
 };
 
 // Loads libcupti and resolves the table: GMT_CUPTI_LIBRARY (a full path, set by the CLI) first, then
-// "libcupti.so.13", then "libcupti.so"; a libcupti.so.13 the app already loaded (PyTorch's profiler links
-// one) is reused rather than loading a second copy. Returns the table, or nullptr with `why` set. Not
-// thread-safe: only start() calls it, serialized by its caller. Later calls return the same table.
+// "libcupti.so.13", "libcupti.so.12", then "libcupti.so"; a libcupti.so.13 or .12 the app already loaded
+// (PyTorch's profiler links one) is reused rather than loading a second copy. Returns the table, or nullptr
+// with `why` set. Not thread-safe: only start() calls it, serialized by its caller. Later calls return the same table.
 CuptiTable* load_cupti(std::string& why);
 
 // Resolves cuMemGetInfo_v2 from an already loaded libcuda.so.1 (never loads the driver itself). Called by

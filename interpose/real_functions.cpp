@@ -24,11 +24,14 @@ std::atomic<void*> g_real[static_cast<size_t>(HookId::Count)];
 
 void* resolve(const char* name) {
   if (void* p = dlsym(RTLD_NEXT, name)) return p;
-  // A runtime loaded with RTLD_LOCAL is not in the global scope that RTLD_NEXT searches; ask it directly.
-  if (void* cudart = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD)) {
-    void* p = dlsym(cudart, name);
-    dlclose(cudart);
-    return p;
+  // A runtime loaded with RTLD_LOCAL is not in the global scope that RTLD_NEXT searches; ask it directly: CUDA 13's
+  // or CUDA 12's (README, "Supported"; gpu.cuda12 loads a CUDA 12 library with RTLD_LOCAL).
+  for (const char* soname : {"libcudart.so.13", "libcudart.so.12"}) {
+    if (void* cudart = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD)) {
+      void* p = dlsym(cudart, name);
+      dlclose(cudart);
+      if (p) return p;
+    }
   }
   return nullptr;
 }

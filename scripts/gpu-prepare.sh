@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Run HERE (a machine with Debian's package registry) before a GPU run: downloads the Debian packages that
-# the GPU machine's image lacks into .gpu/debs/ (ignored by git; the device tool carries it). The GPU machine
-# has the CUDA toolkit, cmake, g++ and python3, but no sqlite3.h, libunwind or libdw (shared/FACTS.md).
+# Run HERE (a machine with Debian's package registry and PyPI) before a GPU run: downloads the Debian packages that
+# the GPU machine's image lacks into .gpu/debs/, and into .gpu/wheels/ PyPI's CUDA 12 runtime and CUPTI wheels
+# (gpu.cuda12), pytest's wheels and this tree's own gpumemtrace wheel, built and repaired here (gpu.wheel; skip
+# with GMT_NO_WHEEL=1). .gpu/ is ignored by git; the device tool carries it. The GPU machine has the CUDA toolkit,
+# cmake, g++ and python3, but no sqlite3.h, libunwind or libdw (shared/FACTS.md), and no package registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .gpu/debs
@@ -19,3 +21,13 @@ if [ -n "${GMT_BASELINE:-}" ]; then
   echo "gpu-prepare: baseline $(cat ../baseline-commit) in .gpu/baseline.tar"
 fi
 ls -1 *.deb | wc -l | xargs echo "gpu-prepare: debs in .gpu/debs:"
+cd ../..
+mkdir -p .gpu/wheels
+python3 -m pip download -q --no-deps -d .gpu/wheels nvidia-cuda-runtime-cu12 nvidia-cuda-cupti-cu12
+python3 -m pip download -q -d .gpu/wheels --only-binary=:all: pytest
+if [ -z "${GMT_NO_WHEEL:-}" ]; then
+  rm -f .gpu/wheels/gpumemtrace-*.whl
+  GMT_WHEEL_DIR=build/dist-gpu GMT_WHEEL_BUILD_DIR=${GMT_WHEEL_BUILD_DIR:-build} scripts/build-wheel.sh >/dev/null
+  cp build/dist-gpu/gpumemtrace-*.whl .gpu/wheels/
+fi
+ls -1 .gpu/wheels | xargs echo "gpu-prepare: wheels in .gpu/wheels:"

@@ -82,7 +82,9 @@ for kind in "${which[@]}"; do
           gmt_nvtx_unit_tests gmt_test_recording_injection gmt_test_nvtx_second_copy gmt_test_nvtx_copies \
           gmt_unwind_tests gmt_event_buffers_tests
         # html.*: they start chromium, which hangs under the preloaded ASan runtime, and test no in-process code.
-        not_run=(-E 'NOT_BUILT|^sim_|e2e\.test_install|^html\.')
+        # package.*: they build and install (pip, g++) and test the packaging, not the in-process code (which the
+        # e2e tests run under ASan); pip and g++ under the preloaded ASan runtime only slow them down.
+        not_run=(-E 'NOT_BUILT|^sim_|e2e\.test_install|^html\.|^package\.')
       else
         configure_and_build "$asan_dir" "$flags"
       fi

@@ -382,6 +382,7 @@ void EventPass::on_vmm(const EventRow& e) {
 
 Report EventPass::finish() {
   const int64_t start = origin_.value_or(0);
+  report_.trace.start_monotonic_ns = origin_;
   if (auto end = lenient_meta_int(trace_, schema::meta::kEndMonotonicNs)) {
     report_.trace.duration_ns = relative(*end, start);
   } else {

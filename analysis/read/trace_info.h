@@ -26,6 +26,9 @@ struct TraceInfo {
   // duration_from_events is set.
   int64_t duration_ns = 0;
   bool duration_from_events = false;
+  // meta start_monotonic_ns: the origin of every relative time in a report (and of --since/--until), as
+  // CLOCK_MONOTONIC ns, so that a reader can place its own clock readings (the pytest plugin's test windows).
+  std::optional<int64_t> start_monotonic_ns;
   bool complete = false;    // meta complete == "1"; otherwise the process crashed, was killed or still runs
   bool simulated = false;   // recorded under the simulated CUDA runtime
   bool symbolized = false;  // symbols were filled after the run

@@ -78,6 +78,7 @@ Json trace_json(const TraceInfo& trace) {
               {"backend_note", optional_value(trace.backend_note)},
               {"tool_version", optional_value(trace.tool_version)},
               {"schema_version", trace.schema_version},
+              {"start_monotonic_ns", optional_value(trace.start_monotonic_ns)},
               {"duration_ns", trace.duration_ns},
               {"duration_from_events", trace.duration_from_events},
               {"complete", trace.complete},

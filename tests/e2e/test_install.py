@@ -17,6 +17,9 @@ class InstallTest(TraceDirTestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         for relative in ("bin/gpumemtrace", "lib/gpumemtrace/libgpumemtrace.so",
                          "lib/gpumemtrace/sim/libcudart.so.13", "share/doc/gpumemtrace/README.md",
+                         "lib/gpumemtrace/python/sitecustomize.py",
+                         # compiled against the app's torch at run time (python/gpumemtrace_inprocess/torch_tracker.py)
+                         "lib/gpumemtrace/python/gpumemtrace_inprocess/torch_bridge.cpp",
                          "share/doc/gpumemtrace/trace-format.md"):
             self.assertTrue(os.path.exists(os.path.join(prefix, relative)), relative)
 

@@ -1,0 +1,71 @@
+// A CUDA runtime program without kernels, so that g++ alone builds it against any cudart: tests/gpu/test_gpu_cuda12.py
+// builds it against PyPI's CUDA 12 runtime (nvidia-cuda-runtime-cu12), with the shared and the static cudart, and as a
+// library (GMT_CUDA12_APP_LIBRARY) that tests/gpu/cuda12_loader.cpp opens with RTLD_LOCAL, as Python opens an
+// extension module. Known leaks, printed as the samples' truth line; the LEAK-SITE markers name the lines the report
+// must show.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#define CHECK(call)                                                              \
+  do {                                                                           \
+    cudaError_t error = (call);                                                  \
+    if (error != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(error)); \
+      std::exit(2);                                                              \
+    }                                                                            \
+  } while (0)
+
+namespace {
+
+void* keep_weights(size_t bytes) {
+  void* pointer = nullptr;
+  CHECK(cudaMalloc(&pointer, bytes));  // LEAK-SITE: keep_weights
+  return pointer;
+}
+
+void* keep_async_scratch(size_t bytes, cudaStream_t stream) {
+  void* pointer = nullptr;
+  CHECK(cudaMallocAsync(&pointer, bytes, stream));  // LEAK-SITE: keep_async_scratch
+  return pointer;
+}
+
+void* keep_managed(size_t bytes) {
+  void* pointer = nullptr;
+  CHECK(cudaMallocManaged(&pointer, bytes));  // LEAK-SITE: keep_managed
+  return pointer;
+}
+
+}  // namespace
+
+int app_main() {
+  int runtime = 0;
+  CHECK(cudaRuntimeGetVersion(&runtime));
+  std::printf("cudart %d\n", runtime);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  for (int i = 0; i < 10; ++i) {  // freed: never a leak
+    void* pointer = nullptr;
+    CHECK(cudaMalloc(&pointer, 1 << 20));
+    CHECK(cudaFree(pointer));
+    CHECK(cudaMallocAsync(&pointer, 1 << 16, stream));
+    CHECK(cudaFreeAsync(pointer, stream));
+  }
+  void* host = nullptr;
+  CHECK(cudaMallocHost(&host, 1 << 16));
+  CHECK(cudaFreeHost(host));
+  keep_weights(4 << 20);
+  keep_weights(4 << 20);
+  keep_async_scratch(3 << 20, stream);
+  keep_managed(1 << 20);
+  CHECK(cudaStreamSynchronize(stream));
+  std::printf("truth: leaked_bytes=%d leaked_allocations=4 failed_allocations=0\n", (8 << 20) + (3 << 20) + (1 << 20));
+  return 0;
+}
+
+#ifdef GMT_CUDA12_APP_LIBRARY
+extern "C" int gmt_cuda12_app_main() { return app_main(); }
+#else
+int main() { return app_main(); }
+#endif
