@@ -1,6 +1,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <initializer_list>
 
 #include "interpose/hook_table.h"
 #include "recorder/cache_hints.h"
