@@ -3,10 +3,31 @@
 // library (GMT_CUDA12_APP_LIBRARY) that tests/gpu/cuda12_loader.cpp opens with RTLD_LOCAL, as Python opens an
 // extension module. Known leaks, printed as the samples' truth line; the LEAK-SITE markers name the lines the report
 // must show.
-#include <cuda_runtime_api.h>
-
+//
+// The runtime's functions are declared here rather than by cuda_runtime_api.h: the CUDA 12 runtime wheel ships that
+// header without the crt/ headers it includes (nvidia-cuda-runtime-cu12 12.9.79), and the ABI of these calls is the
+// same in every CUDA 12 and 13 runtime.
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+
+extern "C" {
+using cudaError_t = int;
+constexpr cudaError_t cudaSuccess = 0;
+using cudaStream_t = struct CUstream_st*;
+constexpr unsigned int cudaMemAttachGlobal = 1;
+const char* cudaGetErrorString(cudaError_t error);
+cudaError_t cudaRuntimeGetVersion(int* version);
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaMalloc(void** pointer, size_t bytes);
+cudaError_t cudaFree(void* pointer);
+cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream);
+cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream);
+cudaError_t cudaMallocHost(void** pointer, size_t bytes);
+cudaError_t cudaFreeHost(void* pointer);
+cudaError_t cudaMallocManaged(void** pointer, size_t bytes, unsigned int flags);
+}
 
 #define CHECK(call)                                                              \
   do {                                                                           \
@@ -33,7 +54,7 @@ void* keep_async_scratch(size_t bytes, cudaStream_t stream) {
 
 void* keep_managed(size_t bytes) {
   void* pointer = nullptr;
-  CHECK(cudaMallocManaged(&pointer, bytes));  // LEAK-SITE: keep_managed
+  CHECK(cudaMallocManaged(&pointer, bytes, cudaMemAttachGlobal));  // LEAK-SITE: keep_managed
   return pointer;
 }
 
