@@ -177,6 +177,37 @@ __attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWal
   return true;
 }
 
+// A fresh walk's answer, kept for the walks to come (StoredWalk) in the set of its stack pointer, over that set's
+// oldest way, with the reads it depended on; too many such reads and it is not kept. Names it in `identity`.
+GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, int max_frames, void* const* frames,
+                                                 int result, int reads, WalkIdentity* identity) {
+  const WalkScratch& scratch = walk.scratch;
+  int kept = 0;
+  for (int i = 0; i < reads; ++i) kept += scratch.read_needed[i] ? 1 : 0;
+  if (kept > kMaxKeptReads) return;
+  const auto slot = static_cast<uint32_t>(set * kWalkWays + walk.next_victim[set]);
+  walk.next_victim[set] = static_cast<uint8_t>((walk.next_victim[set] + 1) % kWalkWays);
+  StoredWalk& stored = walk.stored[slot];
+  stored.uses_entry_bp = scratch.uses_entry_bp;
+  stored.entry_sp = scratch.entry_sp;
+  stored.entry_bp = scratch.entry_bp;
+  stored.max_frames = max_frames;
+  stored.frames = result;
+  std::memcpy(stored.result, frames, sizeof(void*) * static_cast<size_t>(result));
+  kept = 0;
+  for (int i = 0; i < reads; ++i) {
+    if (!scratch.read_needed[i]) continue;
+    stored.read_at[kept] = scratch.read_at[i];
+    stored.read_value[kept++] = scratch.read_value[i];
+  }
+  stored.reads = kept;
+  stored.version = walk.next_version++;
+  if (walk.next_version == 0) walk.next_version = 1;  // 0 means empty
+  if (identity) *identity = WalkIdentity{slot + 1, stored.version};
+  walk.previous_slot = slot + 1;
+  walk.previous_version = stored.version;
+}
+
 size_t walk_set_of(uintptr_t sp) { return ((sp >> 3) * 0x9e3779b97f4a7c15ull) >> (64 - 6); }
 static_assert(kWalkSets == 64);
 
@@ -246,37 +277,12 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     ++reads;
   };
   bool all_in_memo = true;  // every frame's address equal to the previous walk's at the same depth
-  auto finish = [&](int result) {
+  auto finish = [&](int result) __attribute__((always_inline)) {
     if (same_as_previous) *same_as_previous = result >= 0 && all_in_memo && result == walk->previous_frames;
     walk->previous_frames = result;
     walk->previous_slot = 0;
     if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads) {
-      int kept = 0;
-      for (int i = 0; i < reads; ++i) kept += scratch.read_needed[i] ? 1 : 0;
-      if (kept <= kMaxKeptReads) {
-        // Kept for the walks to come, in the set of this stack pointer, over its oldest way.
-        const auto slot = static_cast<uint32_t>(set * kWalkWays + walk->next_victim[set]);
-        walk->next_victim[set] = static_cast<uint8_t>((walk->next_victim[set] + 1) % kWalkWays);
-        StoredWalk& stored = walk->stored[slot];
-        stored.uses_entry_bp = scratch.uses_entry_bp;
-        stored.entry_sp = scratch.entry_sp;
-        stored.entry_bp = scratch.entry_bp;
-        stored.max_frames = max_frames;
-        stored.frames = result;
-        std::memcpy(stored.result, frames, sizeof(void*) * static_cast<size_t>(result));
-        kept = 0;
-        for (int i = 0; i < reads; ++i) {
-          if (!scratch.read_needed[i]) continue;
-          stored.read_at[kept] = scratch.read_at[i];
-          stored.read_value[kept++] = scratch.read_value[i];
-        }
-        stored.reads = kept;
-        stored.version = walk->next_version++;
-        if (walk->next_version == 0) walk->next_version = 1;  // 0 means empty
-        if (identity) *identity = WalkIdentity{slot + 1, stored.version};
-        walk->previous_slot = slot + 1;
-        walk->previous_version = stored.version;
-      }
+      keep_walk(*walk, set, max_frames, frames, result, reads, identity);
     }
     walk->walking = false;
     return result;
