@@ -17,6 +17,7 @@
 #include "analysis/model/over_time.h"
 #include "analysis/model/pools.h"
 #include "analysis/model/ranges.h"
+#include "analysis/model/stack_view.h"
 #include "analysis/model/suppressions.h"
 #include "analysis/read/devices.h"
 #include "analysis/read/stacks.h"
@@ -449,15 +450,20 @@ void EventPass::group_leaks(StackLoader& stacks, std::optional<LeakSuppressor>& 
     if (suppressor && suppressor->suppress(allocation.stack_id, allocation.size)) continue;
     const Stack& stack = stacks.load(allocation.stack_id);
     if (xla_arena.take(allocation.stack_id, stack, allocation.size)) continue;
-    // Worker threads' blocks of backward(): one group per caller's line beside the worker's stack.
+    // Worker threads' blocks of backward(): one group per caller's line beside the worker's stack. Only where the
+    // allocating thread names no user line of its own: autograd's worker threads have no Python frames, while
+    // another thread of the app that allocates during the call (a data loader) names its own line and is not
+    // backward()'s.
+    int64_t backward = allocation.backward_stack_id;
+    if (backward != 0 && user_frame(stack) != nullptr) backward = 0;
     std::string key = source_key(stack);
-    if (allocation.backward_stack_id > 0) {
-      key += "\x1d" + source_key(stacks.load(allocation.backward_stack_id));
-    } else if (allocation.backward_stack_id == kBackwardCallerUnknown) {
+    if (backward > 0) {
+      key += "\x1d" + source_key(stacks.load(backward));
+    } else if (backward == kBackwardCallerUnknown) {
       key += "\x1d?";
     }
     LeakGroup& group = groups[key];
-    if (group.count == 0) group.backward_stack_id = allocation.backward_stack_id;
+    if (group.count == 0) group.backward_stack_id = backward;
     const int64_t when = relative(allocation.time_ns, start);
     if (group.count == 0 || when < group.first_alloc_ns) group.first_alloc_ns = when;
     if (group.count == 0 || when > group.last_alloc_ns) group.last_alloc_ns = when;

@@ -3,7 +3,10 @@ fixtures_tracker/ on PYTHONPATH: a loop whose backward() calls allocate a gradie
 kept with its tensor (the leak the report must link to the backward() line), then, with --overlap, two threads whose
 backward() calls run at the same time (their gradients: "during backward()" without a line).
 
-usage: autograd_app.py STEPS [--overlap]
+With --bystander, another thread of the app allocates from its own Python line while a backward() call runs (a data
+loader, say): its block is not backward()'s.
+
+usage: autograd_app.py STEPS [--overlap] [--bystander]
 """
 import sys
 import threading
@@ -13,6 +16,7 @@ import torch  # the fixture, not PyTorch
 STEPS = int(sys.argv[1])
 PARAM_BYTES = 1 << 20
 OVERLAP_BYTES = 3 << 20
+BYSTANDER_BYTES = 5 << 20
 
 
 def train(kept):
@@ -38,4 +42,17 @@ if "--overlap" in sys.argv:
         worker.start()
     for worker in workers:
         worker.join()
+if "--bystander" in sys.argv:
+    import time
+
+    def bystander():
+        time.sleep(0.15)  # inside the call below, which lasts ~600 ms
+        kept.append(torch.empty_block(BYSTANDER_BYTES))  # BYSTANDER-LINE
+
+    other = threading.Thread(target=bystander)
+    weight = torch.empty_block(OVERLAP_BYTES)
+    other.start()
+    weight.backward(hold_ms=300)
+    other.join()
+    kept.append(weight)
 print("done", True)

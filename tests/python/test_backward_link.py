@@ -73,6 +73,17 @@ class BackwardLinkTest(TraceDirTestCase):
         findings = [f["during"] for f in report["findings"] if f["during"]]
         self.assertIn("during backward() (of several running at once)", findings)
 
+    def test_another_thread_allocating_during_backward_is_not_linked(self):
+        trace, _ = self.run_app("bystander.db", "--bystander")
+        report = report_json(trace)
+        bystander = [leak for leak in report["leaks"] if leak["python_line"] == f"{APP}:bystander:{marker('BYSTANDER-LINE')}"]
+        self.assertEqual(len(bystander), 1, [leak["python_line"] for leak in report["leaks"]])
+        self.assertEqual((bystander[0]["bytes"], bystander[0]["count"]), (5 << 20, 1))
+        self.assertIsNone(bystander[0]["during"], "a thread with its own user line was linked to backward()")
+        # The gradient of that call, made on the worker, is still linked.
+        linked = [leak for leak in report["leaks"] if leak["during"] and leak["during"]["caller_known"]]
+        self.assertEqual(sum(leak["count"] for leak in linked), STEPS + 1)
+
 
 if __name__ == "__main__":
     unittest.main()
