@@ -76,7 +76,8 @@ class BackwardLinkTest(TraceDirTestCase):
     def test_another_thread_allocating_during_backward_is_not_linked(self):
         trace, _ = self.run_app("bystander.db", "--bystander")
         report = report_json(trace)
-        bystander = [leak for leak in report["leaks"] if leak["python_line"] == f"{APP}:bystander:{marker('BYSTANDER-LINE')}"]
+        line = f"{APP}:bystander:{marker('BYSTANDER-LINE')}"
+        bystander = [leak for leak in report["leaks"] if leak["python_line"] == line]
         self.assertEqual(len(bystander), 1, [leak["python_line"] for leak in report["leaks"]])
         self.assertEqual((bystander[0]["bytes"], bystander[0]["count"]), (5 << 20, 1))
         self.assertIsNone(bystander[0]["during"], "a thread with its own user line was linked to backward()")
