@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <ctime>
 
 #include "recorder/cache_hints.h"
@@ -102,7 +101,9 @@ GMT_COLD ThreadBuffer* register_this_thread(Recorder& r) {
   return buffer;
 }
 
-GMT_COLD StackTable::Interned intern_new_stack(Recorder& r, const RawStack& stack, uint64_t hash) {
+// A stack new to this thread, interned under the recorder's lock (stacks.h's InternNewStack, with the recorder).
+GMT_COLD StackTable::Interned intern_new_stack(void* recorder, const RawStack& stack, uint64_t hash) {
+  Recorder& r = *static_cast<Recorder*>(recorder);
   StackTable::Interned interned;
   {
     yield_to_fork(r);
@@ -112,10 +113,6 @@ GMT_COLD StackTable::Interned intern_new_stack(Recorder& r, const RawStack& stac
   }
   remember_stack_id(r.stacks, stack, hash, interned);
   return interned;
-}
-
-StackTable::Interned intern_under_lock(void* recorder, const RawStack& stack, uint64_t hash) {
-  return intern_new_stack(*static_cast<Recorder*>(recorder), stack, hash);
 }
 
 // A thread's first event on a device: the first thread to claim the device describes it (the recursion guard
@@ -225,7 +222,7 @@ GMT_HOT void record_event(EventRecord& event, bool take_stack) {
   }
 
   // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.
-  if (stack) event.stack_id = stack_id_of(r.stacks, *stack, intern_under_lock, &r);
+  if (stack) event.stack_id = stack_id_of(r.stacks, *stack, intern_new_stack, &r);
   // A thread's events are in time order in its buffer, which the writer's merge relies on. Across threads the
   // merge orders them (recorder/event_buffers.h): a thread stalled between its clock read and here (preempted:
   // 76-214 ms measured on a loaded machine) has its event written with the time of the last one written

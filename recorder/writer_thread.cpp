@@ -111,6 +111,17 @@ void write_devices_meta(Recorder& r) {
 // no pool is read any more.
 std::atomic<bool> g_finishing{false};
 
+// One sample of a pool's reserved and used bytes, read now (pool_peaks.h); false when nothing could say.
+bool pool_sample(const PoolPeaks::Pool& pool, EventRecord& e) {
+  e.kind = schema::EventKind::PoolUsage;
+  e.pool_usage = PoolUsagePayload{};
+  if (!read_pool_usage(pool.second, pool.first, e.pool_usage)) return false;
+  e.time_ns = now_ns();
+  e.thread_id = current_thread_id();
+  e.device = pool.first;
+  return true;
+}
+
 // Under write_mutex, after a batch was written: each pool whose used bytes reached a new peak in it gets one sample of
 // its reserved bytes, read now (pool_peaks.h).
 void sample_pool_peaks(Recorder& r, const std::vector<const EventRecord*>& runs, const std::vector<size_t>& lengths) {
@@ -120,15 +131,8 @@ void sample_pool_peaks(Recorder& r, const std::vector<const EventRecord*>& runs,
   const std::vector<PoolPeaks::Pool> peaked = r.pool_peaks.take_new_peaks();
   if (peaked.empty() || g_finishing.load(std::memory_order_relaxed)) return;
   std::vector<EventRecord> samples;
-  for (const auto& [device, pool] : peaked) {
-    EventRecord e;
-    e.kind = schema::EventKind::PoolUsage;
-    e.pool_usage = PoolUsagePayload{};
-    if (!read_pool_usage(pool, device, e.pool_usage)) continue;
-    e.time_ns = now_ns();
-    e.thread_id = current_thread_id();
-    e.device = device;
-    samples.push_back(e);
+  for (const PoolPeaks::Pool& pool : peaked) {
+    if (EventRecord e; pool_sample(pool, e)) samples.push_back(e);
   }
   r.writer.write_pool_usage(samples);  // a failure here fails the next batch too, which stops profiling
 }
@@ -393,15 +397,8 @@ void sample_pools_at_exit() {
     std::lock_guard write_lock(r->write_mutex);
     pools = r->pool_peaks.pools();
   }
-  for (const auto& [device, pool] : pools) {
-    EventRecord e;
-    e.kind = schema::EventKind::PoolUsage;
-    e.pool_usage = PoolUsagePayload{};
-    if (!read_pool_usage(pool, device, e.pool_usage)) continue;
-    e.time_ns = now_ns();
-    e.thread_id = current_thread_id();
-    e.device = device;
-    record(e, /*take_stack=*/false);
+  for (const PoolPeaks::Pool& pool : pools) {
+    if (EventRecord e; pool_sample(pool, e)) record(e, /*take_stack=*/false);
   }
 }
 

@@ -21,13 +21,18 @@ def sample(name):
     return os.path.join(SAMPLES, name)
 
 
-def marker_line(sample_file, marker):
-    """The 1-based line of `marker` (e.g. 'LEAK-SITE: load_weights') in samples/<sample_file>."""
-    with open(os.path.join(SOURCE, "samples", sample_file)) as f:
+def line_of(path, marker):
+    """The 1-based line of `marker` in the file at `path`."""
+    with open(path) as f:
         for number, line in enumerate(f, 1):
             if marker in line:
                 return number
-    raise AssertionError(f"marker {marker!r} not found in {sample_file}")
+    raise AssertionError(f"marker {marker!r} not found in {path}")
+
+
+def marker_line(sample_file, marker):
+    """The 1-based line of `marker` (e.g. 'LEAK-SITE: load_weights') in samples/<sample_file>."""
+    return line_of(os.path.join(SOURCE, "samples", sample_file), marker)
 
 
 def run_cli(*args, cwd=None, env=None, timeout=300):

@@ -8,7 +8,7 @@ import sqlite3
 import sys
 import unittest
 
-from gmt_e2e import TraceDirTestCase, report_json, run_cli
+from gmt_e2e import line_of, TraceDirTestCase, report_json, run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "cupy_app.py")
@@ -19,11 +19,7 @@ CUPY_ALLOCATOR = 6  # schema Source::CupyAllocator
 
 
 def marker(text):
-    with open(APP) as f:
-        for number, line in enumerate(f, 1):
-            if text in line:
-                return number
-    raise AssertionError(text)
+    return line_of(APP, text)
 
 
 class CupyTrackerTest(TraceDirTestCase):
