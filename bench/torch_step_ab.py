@@ -173,6 +173,8 @@ def self_cost_note(trace):
         meta = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'self_cost_%'").fetchall())
     parts = [f"{kind} {meta[f'self_cost_{kind}_ns_per_event']} ns/event ({meta[f'self_cost_{kind}_events_timed']} timed)"
              for kind in ("cuda", "block") if f"self_cost_{kind}_ns_per_event" in meta]
+    if "self_cost_block_phase_ns" in meta:  # where a block event's time goes (recorder/self_cost.h's CostPhase)
+        parts.append(f"block phases {meta['self_cost_block_phase_ns']} ns")
     return "; recorder's own time: " + ", ".join(parts) if parts else ""
 
 

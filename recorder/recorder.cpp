@@ -184,11 +184,20 @@ GMT_HOT void record(EventRecord& event, bool take_stack) {
   if (under_caller_stack ? t_caller_capture_ns == 0 : !self_cost_sample_this_event())
     return record_event(event, take_stack);
   const uint64_t start = event_time_ns();
+  // Phase by phase too (self_cost.h's CostPhase), where this record takes its own stack.
+  const bool by_phase = !under_caller_stack;
+  if (by_phase) {
+    for (uint64_t& phase : t_cost_phase_ns) phase = 0;
+    t_cost_phase_start = start;
+  }
   record_event(event, take_stack);
+  mark_cost_phase(CostPhase::Append);
+  t_cost_phase_start = 0;
   const uint64_t spent = event_time_ns() - start + (under_caller_stack ? t_caller_capture_ns - 1 : 0);
   const bool block =
       event.memory_kind == schema::MemoryKind::TensorBlock || event.memory_kind == schema::MemoryKind::HeapBlock;
   add_self_cost_sample(block ? CostedKind::Block : CostedKind::Cuda, spent);
+  if (by_phase && block && take_stack) add_self_cost_phases(t_cost_phase_ns);
 }
 
 namespace {
@@ -223,6 +232,7 @@ GMT_HOT void record_event(EventRecord& event, bool take_stack) {
 
   // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.
   if (stack) event.stack_id = stack_id_of(r.stacks, *stack, intern_new_stack, &r);
+  mark_cost_phase(CostPhase::StackId);
   // A thread's events are in time order in its buffer, which the writer's merge relies on. Across threads the
   // merge orders them (recorder/event_buffers.h): a thread stalled between its clock read and here (preempted:
   // 76-214 ms measured on a loaded machine) has its event written with the time of the last one written

@@ -9,6 +9,8 @@ namespace {
 std::atomic<uint64_t> g_sampled[2];
 std::atomic<uint64_t> g_ns[2];
 std::atomic<uint64_t> g_preempted;
+std::atomic<uint64_t> g_phase_samples;
+std::atomic<uint64_t> g_phase_ns[kCostPhases];
 
 // A sample this long was interrupted: the scheduler gave the core to another thread for a while (a time slice is
 // milliseconds; the longest event of our own, a first stack with new Python frames to intern, takes tens of us).
@@ -39,6 +41,14 @@ void add_self_cost_sample(CostedKind kind, uint64_t ns) {
   g_ns[k].fetch_add(ns, std::memory_order_relaxed);
 }
 
+void add_self_cost_phases(const uint64_t (&ns)[kCostPhases]) {
+  uint64_t total = 0;
+  for (uint64_t phase : ns) total += phase;
+  if (total > kPreemptedNs) return;  // counted as preempted by add_self_cost_sample
+  g_phase_samples.fetch_add(1, std::memory_order_relaxed);
+  for (int p = 0; p < kCostPhases; ++p) g_phase_ns[p].fetch_add(ns[p], std::memory_order_relaxed);
+}
+
 SelfCostTotals self_cost_totals() {
   SelfCostTotals totals;
   for (int k = 0; k < 2; ++k) {
@@ -46,6 +56,8 @@ SelfCostTotals self_cost_totals() {
     totals.ns[k] = g_ns[k].load(std::memory_order_relaxed);
   }
   totals.preempted = g_preempted.load(std::memory_order_relaxed);
+  totals.phase_samples = g_phase_samples.load(std::memory_order_relaxed);
+  for (int p = 0; p < kCostPhases; ++p) totals.phase_ns[p] = g_phase_ns[p].load(std::memory_order_relaxed);
   return totals;
 }
 

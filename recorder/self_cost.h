@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "recorder/event_clock.h"
+
 namespace gmt::recorder {
 
 inline constexpr uint32_t kSelfCostSampleEvery = 64;  // a power of two
@@ -22,14 +24,39 @@ enum class CostedKind : int { Cuda = 0, Block = 1 };
 // A sampled event's measured time. Called only for sampled events (SelfCostTimer decides).
 void add_self_cost_sample(CostedKind kind, uint64_t ns);
 
+// Where a sampled block event's time goes, phase by phase (meta self_cost_block_phase_ns), so that the next change
+// to the hot path is aimed at its largest part: the native walk (or its stored answer), the Python chain's key and
+// the stack memo's lookup, the Python frames read and merged (a memo miss), the stack's id (hash, cache, intern),
+// and the rest of the record (the buffer append).
+enum class CostPhase : int { Walk = 0, PythonKey, PythonMerge, StackId, Append };
+inline constexpr int kCostPhases = 5;
+
 struct SelfCostTotals {
   uint64_t sampled[2] = {0, 0};  // by CostedKind
   uint64_t ns[2] = {0, 0};
   uint64_t preempted = 0;  // samples left out: the thread was off its core for part of them
+  uint64_t phase_samples = 0;  // block events timed phase by phase (those whose stack record() took itself)
+  uint64_t phase_ns[kCostPhases] = {};
 };
 SelfCostTotals self_cost_totals();
 
 // Whether this thread's next event is one to time: every kSelfCostSampleEvery-th of the thread's events.
 bool self_cost_sample_this_event();
+
+// While a sampled event is timed by record(): the time its current phase began (0: this event is not timed, and
+// mark_cost_phase costs a thread-local load and a branch), and each phase's time so far.
+inline thread_local uint64_t t_cost_phase_start __attribute__((tls_model("initial-exec"))) = 0;
+inline thread_local uint64_t t_cost_phase_ns[kCostPhases] __attribute__((tls_model("initial-exec")));
+
+// Ends the phase `phase` of the event being timed, if one is.
+inline void mark_cost_phase(CostPhase phase) {
+  if (__builtin_expect(t_cost_phase_start == 0, 1)) return;
+  const uint64_t now = event_time_ns();
+  t_cost_phase_ns[static_cast<int>(phase)] += now - t_cost_phase_start;
+  t_cost_phase_start = now;
+}
+
+// A timed block event's phases (t_cost_phase_ns), added to the totals unless it was preempted.
+void add_self_cost_phases(const uint64_t (&ns)[kCostPhases]);
 
 }  // namespace gmt::recorder

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "recorder/cache_hints.h"
+#include "recorder/self_cost.h"
 #include "recorder/settings.h"
 #include "unwind/fast_unwind.h"
 #include "unwind/module_ranges.h"
@@ -223,6 +224,7 @@ GMT_HOT void capture_stack(RawStack& stack) {
   unwind::WalkIdentity identity;
   void* const* stored = nullptr;  // the walk's frames, where a stored walk answered (not copied into frames yet)
   int n = walk_stack(frames, same_pcs, identity, stored);
+  mark_cost_phase(CostPhase::Walk);
   // The cut depends on the skipped ranges too, which grow when a CUDA library is registered later.
   const int skipped = g_skipped_count.load(std::memory_order_acquire);
   const bool same_cut = skipped == t_skipped_ranges_at_last_walk;
@@ -235,8 +237,10 @@ GMT_HOT void capture_stack(RawStack& stack) {
   stack.known_pcs = nullptr;
   stack.memo_slot = 0;
   stack.check_memo_id = 0;
-  if (identity.slot != 0 && settings().stack_memo &&
-      look_up_stack_memo(stack, identity, skipped, unwind::python_chain_key())) {
+  const bool memo_answered = identity.slot != 0 && settings().stack_memo &&
+                             look_up_stack_memo(stack, identity, skipped, unwind::python_chain_key());
+  mark_cost_phase(CostPhase::PythonKey);
+  if (memo_answered) {
     t_first_frame_at_last_walk = -1;  // not computed for this walk
     if (settings().unwind != UnwindMode::Check) return;
     stack.check_memo_id = stack.known_id;  // and take it in full below, to compare (record() does)
@@ -252,6 +256,7 @@ GMT_HOT void capture_stack(RawStack& stack) {
   unwind::PythonStack python;
   if (unwind::read_python_stack(python)) {  // a thread running Python: its eval-loop frames become Python frames
     stack.depth = unwind::merge_python_frames(python, frames + first, n - first, stack.pcs, kMaxStackDepth);
+    mark_cost_phase(CostPhase::PythonMerge);
     return;
   }
   stack.depth = std::min(n - first, kMaxStackDepth);

@@ -75,6 +75,14 @@ void write_self_cost_meta(Recorder& r) {
     r.writer.set_meta(keys[k][0], std::to_string(totals.sampled[k]));
     r.writer.set_meta(keys[k][1], std::to_string(totals.ns[k] / totals.sampled[k]));
   }
+  if (totals.phase_samples == 0) return;
+  static const char* const kPhaseNames[kCostPhases] = {"walk", "python_key", "python_merge", "stack_id", "append"};
+  std::string phases;
+  for (int p = 0; p < kCostPhases; ++p) {
+    phases += (p ? "," : "") + std::string(kPhaseNames[p]) + "=" +
+              std::to_string(totals.phase_ns[p] / totals.phase_samples);
+  }
+  r.writer.set_meta(schema::meta::kSelfCostBlockPhases, phases);
 }
 
 void write_devices_meta(Recorder& r) {

@@ -449,6 +449,9 @@ inline constexpr const char* kSelfCostCudaEvents = "self_cost_cuda_events_timed"
 inline constexpr const char* kSelfCostCudaNs = "self_cost_cuda_ns_per_event";
 inline constexpr const char* kSelfCostBlockEvents = "self_cost_block_events_timed";
 inline constexpr const char* kSelfCostBlockNs = "self_cost_block_ns_per_event";
+// The same sample's block events whose stack the record took itself, phase by phase (recorder/self_cost.h's
+// CostPhase): "walk=N,python_key=N,python_merge=N,stack_id=N,append=N", mean ns per event timed. Absent before.
+inline constexpr const char* kSelfCostBlockPhases = "self_cost_block_phase_ns";
 // The clock the library's times were read from (recorder/event_clock.h): "tsc" (the CPU's time-stamp counter,
 // converted to CLOCK_MONOTONIC with a scale recalibrated every ~200 ms; within microseconds of it) or
 // "clock_gettime" (CLOCK_MONOTONIC itself). Either way the times are CLOCK_MONOTONIC ns. Absent in traces
