@@ -34,7 +34,7 @@ inline constexpr int kCostPhases = 5;
 struct SelfCostTotals {
   uint64_t sampled[2] = {0, 0};  // by CostedKind
   uint64_t ns[2] = {0, 0};
-  uint64_t preempted = 0;  // samples left out: the thread was off its core for part of them
+  uint64_t preempted = 0;      // samples left out: the thread was off its core for part of them
   uint64_t phase_samples = 0;  // block events timed phase by phase (those whose stack record() took itself)
   uint64_t phase_ns[kCostPhases] = {};
 };

@@ -79,8 +79,8 @@ void write_self_cost_meta(Recorder& r) {
   static const char* const kPhaseNames[kCostPhases] = {"walk", "python_key", "python_merge", "stack_id", "append"};
   std::string phases;
   for (int p = 0; p < kCostPhases; ++p) {
-    phases += (p ? "," : "") + std::string(kPhaseNames[p]) + "=" +
-              std::to_string(totals.phase_ns[p] / totals.phase_samples);
+    phases +=
+        (p ? "," : "") + std::string(kPhaseNames[p]) + "=" + std::to_string(totals.phase_ns[p] / totals.phase_samples);
   }
   r.writer.set_meta(schema::meta::kSelfCostBlockPhases, phases);
 }

@@ -74,6 +74,15 @@ constexpr int kMemoFrames = 80;
 // rbp as an ordinary register, which may hold a loop counter: checking those words would make every walk from
 // a loop miss.
 //
+// What a check reads is kept small and together, because a step's few hundred places are each checked once per
+// step, from far caches: each word's place as its offset from the entry stack pointer (4 bytes), and one hash of
+// the values they held (value_hash, words_hash below) instead of the values. A changed word always changes the
+// hash (each of its lanes is a chain of bijections, and lanes are combined so that one differing lane shows); a
+// stored answer is wrongly taken only if several words changed at once in a way that cancels out, with
+// probability about 2^-64, which GMT_UNWIND=check would count (its walks compare against libunwind's). The
+// frames (result) are read only when the caller needs them: the stack memo, beside this store, usually has the
+// stack's id already.
+//
 // Many walks are kept per thread, not only the last: a training step allocates from a few hundred places, each
 // step the same ones at the same stack depths, so that after the first step nearly every walk is one kept.
 // Set-associative by the starting stack pointer; a slot's version changes whenever it is overwritten, so that a
@@ -81,18 +90,40 @@ constexpr int kMemoFrames = 80;
 // the recorder keeps beside it: recorder/stacks.cpp).
 constexpr int kMaxReplayReads = 3 * kMemoFrames;  // reads while walking
 constexpr int kMaxKeptReads = 160;                // reads a stored walk's answer depends on
-constexpr int kWalkSets = 64, kWalkWays = 4;      // kStoredWalks walks per thread, ~2.9 KB each
+constexpr int kWalkSets = 64, kWalkWays = 4;      // kStoredWalks walks per thread, ~1.3 KB each
 static_assert(kWalkSets * kWalkWays == kStoredWalks);
 
-struct StoredWalk {
+struct alignas(64) StoredWalk {
+  // What every check reads, in its first line.
   uint32_t version;    // 0: empty
   bool uses_entry_bp;  // some frame's rule read rbp before any frame reloaded it
   int max_frames, frames, reads;
   uintptr_t entry_sp, entry_bp;
-  void* result[kMemoFrames];
-  const uintptr_t* read_at[kMaxKeptReads];
-  uintptr_t read_value[kMaxKeptReads];
+  uint64_t value_hash;                   // words_hash of the words read, as they were
+  uint32_t read_offset[kMaxKeptReads];   // each word's address minus entry_sp
+  void* result[kMemoFrames];             // read only when the caller wants the frames
 };
+
+// The hash of `count` stack words, word i read by `word(i)`: four lanes of xor-and-multiply chains (the loads and
+// the lanes are independent of each other), each step a bijection of the lane's state, combined at the end.
+template <typename Word>
+__attribute__((always_inline, no_sanitize("address"))) inline uint64_t words_hash(int count, Word word) {
+  constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+  uint64_t a = 0x2545f4914f6cdd1dull, b = 0xc2b2ae3d27d4eb4full, c = 0x165667b19e3779f9ull,
+           d = 0x27d4eb2f165667c5ull ^ static_cast<uint64_t>(count);
+  int i = 0;
+  for (; i + 4 <= count; i += 4) {
+    a = (a ^ word(i)) * kMul;
+    b = (b ^ word(i + 1)) * kMul;
+    c = (c ^ word(i + 2)) * kMul;
+    d = (d ^ word(i + 3)) * kMul;
+  }
+  if (i < count) a = (a ^ word(i)) * kMul;
+  if (i + 1 < count) b = (b ^ word(i + 1)) * kMul;
+  if (i + 2 < count) c = (c ^ word(i + 2)) * kMul;
+  // Rotations by distinct amounts: one lane differing makes the result differ.
+  return a ^ ((b << 16) | (b >> 48)) ^ ((c << 32) | (c >> 32)) ^ ((d << 48) | (d >> 16));
+}
 
 // The walk in progress: every word read, and whether the answer depends on it.
 struct WalkScratch {
@@ -113,7 +144,7 @@ struct ThreadWalk {
   uintptr_t memo_pc[kMemoFrames] = {};
   Rule memo_rule[kMemoFrames] = {};
   WalkScratch scratch;
-  StoredWalk* stored = nullptr;  // kStoredWalks, zeroed (calloc: pages are touched as slots fill)
+  StoredWalk* stored = nullptr;  // kStoredWalks, zeroed
   uint32_t next_version = 1;
   uint8_t next_victim[kWalkSets] = {};
   uint32_t previous_slot = 0;  // the stored walk that answered the previous walk (WalkIdentity::slot), 0: none
@@ -149,7 +180,8 @@ ThreadWalk* this_thread_walk() {
   if (!known) return nullptr;
   auto* walk = new (std::nothrow) ThreadWalk;
   if (!walk) return nullptr;
-  walk->stored = static_cast<StoredWalk*>(std::calloc(kStoredWalks, sizeof(StoredWalk)));
+  walk->stored = static_cast<StoredWalk*>(std::aligned_alloc(alignof(StoredWalk), kStoredWalks * sizeof(StoredWalk)));
+  if (walk->stored) std::memset(static_cast<void*>(walk->stored), 0, kStoredWalks * sizeof(StoredWalk));
   if (!walk->stored || pthread_setspecific(g_walk_key, walk) != 0) {
     std::free(walk->stored);
     delete walk;
@@ -161,20 +193,18 @@ ThreadWalk* this_thread_walk() {
   return t_walk = walk;
 }
 
-// Whether a stored walk's answer is this walk's too (see StoredWalk), checked eight words at a time without
-// branching per word: the loads are independent of each other. Reads only words the stored walk read, which lay
-// between its stack pointer (the same as now) and the top of the stack.
+// Whether a stored walk's answer is this walk's too (see StoredWalk): the words it read, at the same places from
+// the same stack pointer, hash as they did. Reads only words the stored walk read, which lay between its stack
+// pointer (the same as now) and the top of the stack.
 __attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWalk& stored, uintptr_t sp, uintptr_t bp,
                                                                  int max_frames) {
   if (stored.version == 0 || stored.entry_sp != sp || stored.max_frames != max_frames) return false;
   if (stored.uses_entry_bp && stored.entry_bp != bp) return false;
-  for (int i = 0; i < stored.reads; i += 8) {
-    uintptr_t differ = 0;
-    const int end = i + 8 < stored.reads ? i + 8 : stored.reads;
-    for (int j = i; j < end; ++j) differ |= *stored.read_at[j] ^ stored.read_value[j];
-    if (differ != 0) return false;
-  }
-  return true;
+  const uint32_t* offsets = stored.read_offset;
+  const uint64_t now = words_hash(stored.reads, [sp, offsets](int i) __attribute__((no_sanitize("address"))) {
+    return *reinterpret_cast<const uintptr_t*>(sp + offsets[i]);
+  });
+  return now == stored.value_hash;
 }
 
 // A fresh walk's answer, kept for the walks to come (StoredWalk) in the set of its stack pointer, over that set's
@@ -195,12 +225,19 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
   stored.frames = result;
   std::memcpy(stored.result, frames, sizeof(void*) * static_cast<size_t>(result));
   kept = 0;
+  uintptr_t kept_values[kMaxKeptReads];
   for (int i = 0; i < reads; ++i) {
     if (!scratch.read_needed[i]) continue;
-    stored.read_at[kept] = scratch.read_at[i];
-    stored.read_value[kept++] = scratch.read_value[i];
+    const uintptr_t offset = reinterpret_cast<uintptr_t>(scratch.read_at[i]) - scratch.entry_sp;
+    if (offset > UINT32_MAX) {  // a stack of over 4 GiB in use: not kept
+      stored.version = 0;
+      return;
+    }
+    stored.read_offset[kept] = static_cast<uint32_t>(offset);
+    kept_values[kept++] = scratch.read_value[i];
   }
   stored.reads = kept;
+  stored.value_hash = words_hash(kept, [&kept_values](int i) { return kept_values[i]; });
   stored.version = walk.next_version++;
   if (walk.next_version == 0) walk.next_version = 1;  // 0 means empty
   if (identity) *identity = WalkIdentity{slot + 1, stored.version};
