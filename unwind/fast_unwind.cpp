@@ -99,9 +99,9 @@ struct alignas(64) StoredWalk {
   bool uses_entry_bp;  // some frame's rule read rbp before any frame reloaded it
   int max_frames, frames, reads;
   uintptr_t entry_sp, entry_bp;
-  uint64_t value_hash;                   // words_hash of the words read, as they were
-  uint32_t read_offset[kMaxKeptReads];   // each word's address minus entry_sp
-  void* result[kMemoFrames];             // read only when the caller wants the frames
+  uint64_t value_hash;                  // words_hash of the words read, as they were
+  uint32_t read_offset[kMaxKeptReads];  // each word's address minus entry_sp
+  void* result[kMemoFrames];            // read only when the caller wants the frames
 };
 
 // The hash of `count` stack words, word i read by `word(i)`: four lanes of xor-and-multiply chains (the loads and
@@ -201,9 +201,10 @@ __attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWal
   if (stored.version == 0 || stored.entry_sp != sp || stored.max_frames != max_frames) return false;
   if (stored.uses_entry_bp && stored.entry_bp != bp) return false;
   const uint32_t* offsets = stored.read_offset;
-  const uint64_t now = words_hash(stored.reads, [sp, offsets](int i) __attribute__((no_sanitize("address"))) {
-    return *reinterpret_cast<const uintptr_t*>(sp + offsets[i]);
-  });
+  const uint64_t now = words_hash(
+      stored.reads, [ sp, offsets ](int i) __attribute__((no_sanitize("address"))) {
+        return *reinterpret_cast<const uintptr_t*>(sp + offsets[i]);
+      });
   return now == stored.value_hash;
 }
 
