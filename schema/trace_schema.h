@@ -438,6 +438,10 @@ inline constexpr const char* kStackWalkMismatches = "stack_walk_mismatches";
 // full stack is the one recorded), and the first differing pairs as "memo_id:full_id,..." (stacks.id). Written at
 // a clean exit, with stacks on.
 inline constexpr const char* kStackMemoHits = "stack_memo_hits";
+// Stacks captured (counted per thread by 64s) and, among them, those a stored walk answered without walking
+// (unwind/fast_unwind.cpp): the walk store's hit rate, beside stack_memo_hits. Absent before.
+inline constexpr const char* kStackWalksCounted = "stack_walks_counted";
+inline constexpr const char* kStackWalksStored = "stack_walks_stored";
 inline constexpr const char* kStackMemoChecked = "stack_memo_checked";
 inline constexpr const char* kStackMemoMismatches = "stack_memo_mismatches";
 inline constexpr const char* kStackMemoMismatchExamples = "stack_memo_mismatch_examples";

@@ -88,9 +88,9 @@ constexpr int kMemoFrames = 80;
 // Set-associative by the starting stack pointer; a slot's version changes whenever it is overwritten, so that a
 // (slot, version) pair names one stored answer for as long as it exists (WalkIdentity, for the stack memo that
 // the recorder keeps beside it: recorder/stacks.cpp).
-constexpr int kMaxReplayReads = 3 * kMemoFrames;  // reads while walking
-constexpr int kMaxKeptReads = 160;                // reads a stored walk's answer depends on
-constexpr int kWalkSets = 64, kWalkWays = 4;      // kStoredWalks walks per thread, ~1.3 KB each
+constexpr int kMaxReplayReads = 3 * kMemoFrames;             // reads while walking
+constexpr int kMaxKeptReads = 160;                           // reads a stored walk's answer depends on
+constexpr int kWalkSets = 1 << kWalkSetBits, kWalkWays = 4;  // kStoredWalks walks per thread, ~1.3 KB each
 static_assert(kWalkSets * kWalkWays == kStoredWalks);
 
 struct alignas(64) StoredWalk {
@@ -246,8 +246,7 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
   walk.previous_version = stored.version;
 }
 
-size_t walk_set_of(uintptr_t sp) { return ((sp >> 3) * 0x9e3779b97f4a7c15ull) >> (64 - 6); }
-static_assert(kWalkSets == 64);
+size_t walk_set_of(uintptr_t sp) { return ((sp >> 3) * 0x9e3779b97f4a7c15ull) >> (64 - kWalkSetBits); }
 
 }  // namespace
 

@@ -35,7 +35,11 @@ int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullp
 
 // The walks a thread keeps (fast_unwind.cpp): the answers of up to this many stacks are found again without
 // walking, by checking the stack words they depend on.
-inline constexpr int kStoredWalks = 256;
+#ifndef GMT_WALK_SET_BITS
+#define GMT_WALK_SET_BITS 6  // benchmarks may build with more (-DGMT_WALK_SET_BITS=8)
+#endif
+inline constexpr int kWalkSetBits = GMT_WALK_SET_BITS;
+inline constexpr int kStoredWalks = (1 << kWalkSetBits) * 4;
 
 // One stored walk's answer: slot 1..kStoredWalks of the calling thread's store, and the version that slot had.
 // Two walks of one thread with the same identity returned the same frames (the stack words they depend on held
