@@ -11,7 +11,7 @@
 namespace gmt::recorder {
 
 inline constexpr int kMaxStackDepth = 64;
-inline constexpr int kStackMemoWays = 2;  // memo entries per stored walk: its stack under two Python chains
+inline constexpr int kStackMemoWays = 4;  // memo entries per stored walk: its stack under four Python chains
 
 struct RawStack {
   uintptr_t pcs[kMaxStackDepth];
