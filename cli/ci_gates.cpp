@@ -92,9 +92,10 @@ static bool refuse_incomplete(const analysis::Report& report, const ReportGates&
   if (!gate || gates.allow_incomplete || analysis::supports_verdict(report.trace)) return false;
   const analysis::TraceInfo& trace = report.trace;
   std::string why = !trace.complete ? fmt::format("it is incomplete ({})", analysis::incomplete_reason(trace))
-                    : trace.dropped_events > 0 ? fmt::format("{} event{} lost", trace.dropped_events,
+                    : trace.dropped_events > 0    ? fmt::format("{} event{} lost", trace.dropped_events,
                                                              trace.dropped_events == 1 ? " was" : "s were")
-                                               : analysis::frees_after_close_text(trace);
+                    : trace.frees_after_close > 0 ? analysis::frees_after_close_text(trace)
+                                                  : analysis::unjudged_after_pause_text(trace);
   fmt::print(stderr, "gpumemtrace: {}: no verdict on '{}': {}; --allow-incomplete judges the events it holds\n",
              gate_option_given(gates), trace.path, why);
   return true;

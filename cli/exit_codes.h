@@ -16,6 +16,10 @@ inline constexpr int kExitInternal = 3;  // a bug or an environment problem in g
 // killed, recording stopped early) or events were lost, so "no leak" would be a guess. --allow-incomplete
 // judges what the trace holds instead.
 inline constexpr int kExitIncompleteTrace = 4;
+// `ctl`: no such process, or it records nothing that can be controlled (not under `run`, exited, no trace yet).
+inline constexpr int kExitCtlNotRunning = 8;
+// `ctl`: the process belongs to another user.
+inline constexpr int kExitCtlRefused = 9;
 inline constexpr int kExitRunFailed = 125;  // `run`: gpumemtrace failed before the app started
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitAppNotFound = 127;

@@ -12,19 +12,19 @@
 #include "cli/exit_codes.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"gpumemtrace: find GPU memory leaks, watermark growth and fragmentation in CUDA programs.\n\n"
-               "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
-               "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
-               "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n",
-               "gpumemtrace"};
+  CLI::App app{
+      "gpumemtrace: find GPU memory leaks, watermark growth and fragmentation in CUDA programs.\n\n"
+      "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
+      "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
+      "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n"
+      "  gpumemtrace ctl PID snapshot NAME             mark a moment of a running process (also pause, resume)\n",
+      "gpumemtrace"};
   app.set_version_flag("--version", "gpumemtrace " GMT_VERSION);
   app.require_subcommand(1);
 
   gmt::cli::CommandAction actions[] = {
-      gmt::cli::add_run_command(app),
-      gmt::cli::add_report_command(app),
-      gmt::cli::add_symbolize_command(app),
-      gmt::cli::add_diff_command(app),
+      gmt::cli::add_run_command(app),  gmt::cli::add_report_command(app), gmt::cli::add_symbolize_command(app),
+      gmt::cli::add_diff_command(app), gmt::cli::add_ctl_command(app),
   };
 
   int cli_argc = argc;

@@ -20,6 +20,7 @@
 #include "cli/merged_report.h"
 #include "cli/progress.h"
 #include "cli/report_formats.h"
+#include "cli/snapshot_marks.h"
 
 namespace gmt::cli {
 namespace {
@@ -37,8 +38,10 @@ struct ReportOptions {
   std::string folded_of = "leaks";
   // Filters (analysis/model/filters.h); the times as given, in seconds from the process start.
   std::optional<int64_t> device;
-  std::string since;
+  std::string since;  // seconds, or a snapshot's name (cli/snapshot_marks.h)
   std::string until;
+  std::string at;              // a snapshot's name: --until its time
+  std::string since_snapshot;  // --since NAME: the name (since then holds its time)
   std::optional<int64_t> pid;
   std::optional<uint64_t> min_size;
   std::optional<std::string> range;
@@ -63,8 +66,8 @@ std::optional<int64_t> parse_seconds(const std::string& text, const char* option
 }
 
 bool has_filters(const ReportOptions& options) {
-  return options.device || !options.since.empty() || !options.until.empty() || options.pid || options.min_size ||
-         options.range;
+  return options.device || !options.since.empty() || !options.until.empty() || !options.at.empty() || options.pid ||
+         options.min_size || options.range;
 }
 
 // The filters of the options; false (after saying why) when one of them is malformed.
@@ -73,6 +76,8 @@ bool filters_from_options(const ReportOptions& options, analysis::EventFilters& 
   filters.pid = options.pid;
   filters.min_size = options.min_size;
   filters.range = options.range;
+  if (!options.at.empty()) filters.until_snapshot = options.at;
+  if (!options.since_snapshot.empty()) filters.since_snapshot = options.since_snapshot;
   if (!options.since.empty() && !(filters.since_ns = parse_seconds(options.since, "--since"))) return false;
   if (!options.until.empty() && !(filters.until_ns = parse_seconds(options.until, "--until"))) return false;
   if (filters.since_ns && filters.until_ns && *filters.until_ns < *filters.since_ns) {
@@ -98,9 +103,29 @@ int write_output(const std::string& text, const std::string& output_path) {
   return kExitOk;
 }
 
-int run_report(const ReportOptions& options) {
+// --at NAME and --since NAME: the snapshot's time in the trace, as the seconds --until and --since take.
+bool resolve_snapshot_names(ReportOptions& options) {
+  if (!options.at.empty()) {
+    if (!options.until.empty()) {
+      fmt::print(stderr, "gpumemtrace: --at and --until both say where the report ends: give one\n");
+      return false;
+    }
+    std::optional<std::string> seconds = snapshot_seconds(options.trace_path, options.at, "--at");
+    if (!seconds) return false;
+    options.until = *seconds;
+  }
+  if (!options.since.empty() && !looks_like_seconds(options.since)) {
+    std::optional<std::string> seconds = snapshot_seconds(options.trace_path, options.since, "--since");
+    if (!seconds) return false;
+    options.since_snapshot = options.since;
+    options.since = *seconds;
+  }
+  return true;
+}
+
+int run_report(ReportOptions options) {
   analysis::EventFilters filters;
-  if (!filters_from_options(options, filters)) return kExitBadInput;
+  if (!resolve_snapshot_names(options) || !filters_from_options(options, filters)) return kExitBadInput;
   // Before the trace: a bad suppressions file is a bad option, whatever the trace holds.
   std::optional<analysis::SuppressionSet> suppressions = load_suppression_files(options.gates.suppression_files);
   if (!suppressions) return kExitBadInput;
@@ -169,8 +194,17 @@ void add_filter_options(CLI::App& command, ReportOptions& options) {
       ->check(CLI::Range(int64_t{-1}, int64_t{1'000'000}))
       ->type_name("N")
       ->group("Filters");
-  command.add_option("--since", options.since, "Analyze only allocations from SECONDS into the run (e.g. 1.5)")
-      ->type_name("SECONDS")
+  command
+      .add_option("--since", options.since,
+                  "Analyze only allocations from SECONDS into the run (e.g. 1.5), or from the snapshot NAME "
+                  "(gpumemtrace ctl PID snapshot NAME)")
+      ->type_name("SECONDS|NAME")
+      ->group("Filters");
+  command
+      .add_option("--at", options.at,
+                  "Analyze what was live at the snapshot NAME (taken with gpumemtrace ctl PID snapshot NAME): "
+                  "--until its time")
+      ->type_name("NAME")
       ->group("Filters");
   command
       .add_option("--until", options.until,
@@ -263,6 +297,8 @@ CommandAction add_report_command(CLI::App& app) {
       "  gpumemtrace report trace.db --format folded | flamegraph.pl > leaks.svg\n"
       "  gpumemtrace report trace.db --format folded --folded-of peak   stacks live at the peak\n"
       "  gpumemtrace report trace.db --device 1 --since 60   device 1, from 60 s into the run\n"
+      "  gpumemtrace report trace.db --at before-load       what was live at a snapshot taken with\n"
+      "                                                     gpumemtrace ctl PID snapshot before-load\n"
       "  gpumemtrace report trace.db --range train_step      only what was allocated inside NVTX ranges\n"
       "                                                     named train_step (memory per range and growth\n"
       "                                                     per repetition are in every report)\n"
@@ -295,9 +331,10 @@ CommandAction add_report_command(CLI::App& app) {
         return kExitBadInput;
       }
       if (has_filters(*options)) {
-        fmt::print(stderr,
-                   "gpumemtrace: --device, --since, --until, --pid, --min-size and --range apply to the report of "
-                   "one trace, not to a merged report\n");
+        fmt::print(
+            stderr,
+            "gpumemtrace: --device, --since, --until, --at, --pid, --min-size and --range apply to the report of "
+            "one trace, not to a merged report\n");
         return kExitBadInput;
       }
       return run_merged_report({options->inputs, options->format, options->top, options->output_path});

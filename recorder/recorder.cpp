@@ -10,6 +10,7 @@
 
 #include "recorder/cache_hints.h"
 #include "recorder/caller_stack.h"
+#include "recorder/control_channel.h"
 #include "recorder/event_clock.h"
 #include "recorder/event_counting.h"
 #include "recorder/guard.h"
@@ -342,6 +343,7 @@ void reset_after_fork_in_child() {
   // The parent's recorder stays allocated and untouched: its buffers are the parent's to write, its writer
   // thread does not exist here, and its SQLite connection must not be used by two processes.
   reset_event_clock_after_fork();  // first: now_ns() below reads it
+  forget_control_channel_in_child();
   g_recorder = new Recorder;
   t_thread_id = 0;
   t_buffer = nullptr;  // the parent's

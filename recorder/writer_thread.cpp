@@ -12,6 +12,7 @@
 #include <ctime>
 
 #include "recorder/backend.h"
+#include "recorder/control_channel.h"
 #include "recorder/event_clock.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
@@ -343,6 +344,7 @@ void writer_main(Recorder* r) {
     std::lock_guard write_lock(r->write_mutex);
     ok = create_trace(*r);
   }
+  if (ok) open_control_channel(r->trace_path);  // gpumemtrace ctl: served between batches below
   if (!ok) {
     r->writer_serving.store(false, std::memory_order_release);
     std::lock_guard lock(r->mutex);
@@ -378,6 +380,7 @@ void writer_main(Recorder* r) {
     r->flush_done.store(serving, std::memory_order_release);
     calibrate_event_clock();  // at most every 50 ms; the writer wakes at least every 200 ms
     if (stop || !written) break;
+    serve_control_requests();
     {
       std::lock_guard lock(r->mutex);
       backlog = r->buffers.full_chunks_locked() >= kFullChunksToWakeWriter;
@@ -386,6 +389,7 @@ void writer_main(Recorder* r) {
     // time this batch looked (waking again at once could find them still too new, and spin).
     if (backlog) wait_for_watermark_to_pass(looked_at);
   }
+  close_control_channel();
   r->writer_serving.store(false, std::memory_order_release);
 }
 

@@ -446,8 +446,21 @@ Report EventPass::finish() {
 void EventPass::group_leaks(StackLoader& stacks, std::optional<LeakSuppressor>& suppressor, XlaArenaAtExit& xla_arena,
                             int64_t start) {
   std::map<std::string, LeakGroup> groups;
+  // The last `gpumemtrace ctl` pause begun before the analysis ends: an allocation alive then and never seen freed
+  // may have been freed while paused (TraceInfo::control_pause_starts_ns): counted apart, not judged.
+  std::optional<int64_t> last_pause;
+  const int64_t analysis_end =
+      options_.filters.until_ns ? origin_.value_or(start) + *options_.filters.until_ns : INT64_MAX;
+  for (int64_t pause : report_.trace.control_pause_starts_ns) {
+    if (pause <= analysis_end) last_pause = pause;
+  }
   for (const auto& [address, allocation] : live_) {
     if (suppressor && suppressor->suppress(allocation.stack_id, allocation.size)) continue;
+    if (last_pause && allocation.time_ns < *last_pause) {
+      ++report_.trace.unjudged_after_pause_allocations;
+      report_.trace.unjudged_after_pause_bytes += allocation.size;
+      continue;
+    }
     const Stack& stack = stacks.load(allocation.stack_id);
     if (xla_arena.take(allocation.stack_id, stack, allocation.size)) continue;
     // Worker threads' blocks of backward(): one group per caller's line beside the worker's stack. Only where the

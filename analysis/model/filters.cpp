@@ -27,8 +27,14 @@ std::string describe_filters(const EventFilters& filters) {
   auto add = [&text](const std::string& option) { text += (text.empty() ? "" : " ") + option; };
   if (filters.pid) add(fmt::format("--pid {}", *filters.pid));
   if (filters.device) add(fmt::format("--device {}", *filters.device));
-  if (filters.since_ns) add("--since " + seconds(*filters.since_ns));
-  if (filters.until_ns) add("--until " + seconds(*filters.until_ns));
+  if (filters.since_ns) {
+    add(filters.since_snapshot ? fmt::format("--since {} ({} s)", *filters.since_snapshot, seconds(*filters.since_ns))
+                               : "--since " + seconds(*filters.since_ns));
+  }
+  if (filters.until_ns) {
+    add(filters.until_snapshot ? fmt::format("--at {} ({} s)", *filters.until_snapshot, seconds(*filters.until_ns))
+                               : "--until " + seconds(*filters.until_ns));
+  }
   if (filters.min_size) add(fmt::format("--min-size {}", *filters.min_size));
   if (filters.range) add("--range '" + *filters.range + "'");
   return text;

@@ -26,6 +26,10 @@ struct EventFilters {
   std::optional<int64_t> pid;
   std::optional<uint64_t> min_size;
   std::optional<std::string> range;  // the range's name (its message), in any domain
+  // Names only (report --at, --since NAME: cli/snapshot_marks.h), for the words: the snapshots that gave until_ns
+  // and since_ns.
+  std::optional<std::string> until_snapshot;
+  std::optional<std::string> since_snapshot;
 
   bool any() const { return device || since_ns || until_ns || pid || min_size || range; }
 };

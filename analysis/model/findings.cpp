@@ -173,11 +173,20 @@ std::vector<Finding> findings_of(const Report& report) {
   // Memory live at the end of a trace that may be missing events (a crash, dropped events) is not a verdict. JAX/XLA's
   // arena, whose buffers are unknown, is in no leak group and leaves the others exact (model.h listed_leaks_exact).
   const bool trusted_end = report.trace.complete && report.trace.dropped_events == 0 && listed_leaks_exact(report);
+  // Cut by --until or --at: what was live at that moment, not at exit, is no leak verdict.
+  const EventFilters& filters = report.filters.filters;
+  const std::string cut =
+      !filters.until_ns ? ""
+      : filters.until_snapshot
+          ? fmt::format("live at the snapshot {} ({})", *filters.until_snapshot, format_duration(*filters.until_ns))
+          : fmt::format("live at {} into the run", format_duration(*filters.until_ns));
   for (const LeakGroup& group : report.leaks) {
     std::string verdict =
-        fmt::format("{}: {} in {} {}", trusted_end ? "leak" : "live at the end of an incomplete trace",
-                    format_bytes(group.bytes), count_of(group.count, "allocation", "allocations"),
-                    trusted_end ? "still held at exit" : "(not necessarily leaked)");
+        !cut.empty() ? fmt::format("{}: {} in {}", cut, format_bytes(group.bytes),
+                                   count_of(group.count, "allocation", "allocations"))
+                     : fmt::format("{}: {} in {} {}", trusted_end ? "leak" : "live at the end of an incomplete trace",
+                                   format_bytes(group.bytes), count_of(group.count, "allocation", "allocations"),
+                                   trusted_end ? "still held at exit" : "(not necessarily leaked)");
     Finding finding = named_at(FindingKind::Leak, group.bytes, std::move(verdict), group.stack, group.apis, sources);
     finding.during = during_text(group);
     if (finding.user_frame.empty() && group.backward_stack_id > 0) {  // the caller's line, for the source text

@@ -5,6 +5,8 @@
 
 #include <fmt/core.h>
 
+#include "analysis/format.h"
+
 namespace gmt::analysis {
 
 std::optional<std::string> app_exit_text(const TraceInfo& trace) {
@@ -23,6 +25,16 @@ std::string frees_after_close_text(const TraceInfo& trace) {
                      "listed as leaked may have been freed",
                      n == 1 ? "1 free came" : fmt::format("{} frees came", n),
                      n == 1 ? "1 allocation" : fmt::format("{} allocations", n));
+}
+
+std::string unjudged_after_pause_text(const TraceInfo& trace) {
+  if (trace.unjudged_after_pause_allocations == 0) return {};
+  const uint64_t n = trace.unjudged_after_pause_allocations;
+  return fmt::format("{} ({}) alive when recording was paused (gpumemtrace ctl pause) {} never seen freed: {} may "
+                     "have been freed while paused, so {} left out of the leaks",
+                     n == 1 ? "1 allocation" : fmt::format("{} allocations", n),
+                     format_bytes(trace.unjudged_after_pause_bytes), n == 1 ? "was" : "were", n == 1 ? "it" : "they",
+                     n == 1 ? "it is" : "they are");
 }
 
 std::string no_leaks_sentence(const Report& report) {

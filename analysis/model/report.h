@@ -602,8 +602,13 @@ inline bool listed_leaks_exact(const Report& report) {
 // it (complete) and no event was lost. Otherwise an allocation it missed may be the leak (or, for frees that came
 // after the trace was closed, a leak it lists may have been freed).
 inline bool supports_verdict(const TraceInfo& trace) {
-  return trace.complete && trace.dropped_events == 0 && trace.frees_after_close == 0;
+  return trace.complete && trace.dropped_events == 0 && trace.frees_after_close == 0 &&
+         trace.unjudged_after_pause_allocations == 0;
 }
+
+// "4 allocations (6.00 MiB) alive when recording was paused (gpumemtrace ctl) were never seen freed: ...": why a
+// complete trace with ctl pauses supports no leak verdict; "" when none.
+std::string unjudged_after_pause_text(const TraceInfo& trace);
 
 // "3 frees came after the trace was closed (...)": why a complete trace supports no leak verdict; "" when none did.
 std::string frees_after_close_text(const TraceInfo& trace);

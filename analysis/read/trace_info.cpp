@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "analysis/read/control_marks.h"
 #include "analysis/read/trace_tables.h"
 #include "schema/trace_schema.h"
 
@@ -52,6 +53,7 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kRecordingPausedNs).value_or(0)));
   info.dropped_events =
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kDroppedEvents).value_or(0)));
+  info.control_pause_starts_ns = read_control_marks(trace).pause_starts_ns;
   info.missing_tables = missing_table_notes(trace);
   info.app_exit_status = lenient_meta_int(trace, meta::kAppExitStatus);
   info.app_exit_signal = lenient_meta_int(trace, meta::kAppExitSignal);

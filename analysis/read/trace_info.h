@@ -37,6 +37,12 @@ struct TraceInfo {
   std::optional<std::string> stop_reason;  // meta.stop_reason: why recording ended early (a full disk...)
   uint64_t recording_pauses = 0;           // meta.recording_pauses: benchmark pauses (events then are missing)
   uint64_t recording_paused_ns = 0;
+  // Pauses asked with `gpumemtrace ctl` (read/control_marks.h): when each began, absolute ns. An allocation alive when
+  // one began and never freed in the trace is not judged: its free may have come while recording was paused. The
+  // event pass counts those here (and leaves them out of the leaks); with any, the trace supports no leak verdict.
+  std::vector<int64_t> control_pause_starts_ns;
+  uint64_t unjudged_after_pause_allocations = 0;
+  uint64_t unjudged_after_pause_bytes = 0;
   // A damaged trace salvaged (read/salvage.h): what was lost, as one sentence. The trace then counts as incomplete
   // (complete is false) whatever its meta says.
   std::optional<std::string> salvaged;

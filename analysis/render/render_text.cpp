@@ -81,7 +81,15 @@ void append_header(std::string& out, const TraceInfo& trace) {
     out += fmt::format("warning: the trace is not symbolized: frames show addresses only (gpumemtrace symbolize {}).\n",
                        trace.path);
   }
-  if (trace.recording_pauses > 0) {
+  if (trace.recording_pauses > 0 && !trace.control_pause_starts_ns.empty()) {
+    out += fmt::format("warning: recording was paused {} for {} in all (gpumemtrace ctl pause): what happened then is "
+                       "missing.\n",
+                       plural(trace.recording_pauses, "time", "times"),
+                       format_duration(static_cast<int64_t>(trace.recording_paused_ns)));
+    if (trace.unjudged_after_pause_allocations > 0) {
+      out += fmt::format("         {}.\n", unjudged_after_pause_text(trace));
+    }
+  } else if (trace.recording_pauses > 0) {
     out += fmt::format("warning: recording was paused {} for {} in all (a benchmark's gmt_set_recording_paused):\n"
                        "         what happened then is missing; a block freed during a pause may be shown as live.\n",
                        plural(trace.recording_pauses, "time", "times"),
