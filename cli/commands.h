@@ -21,5 +21,6 @@ void set_run_app_argv(std::vector<std::string> app_argv);
 CommandAction add_report_command(CLI::App& app);     // cli/report_command.cpp
 CommandAction add_symbolize_command(CLI::App& app);  // cli/symbolize_command.cpp
 CommandAction add_diff_command(CLI::App& app);       // cli/diff_command.cpp
+CommandAction add_whatif_command(CLI::App& app);     // cli/whatif_command.cpp
 
 }  // namespace gmt::cli

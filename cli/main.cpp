@@ -15,16 +15,18 @@ int main(int argc, char** argv) {
   CLI::App app{"gpumemtrace: find GPU memory leaks, watermark growth and fragmentation in CUDA programs.\n\n"
                "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
                "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
-               "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n",
+               "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n"
+               "  gpumemtrace whatif trace.db                   another PyTorch allocator setting, replayed\n",
                "gpumemtrace"};
   app.set_version_flag("--version", "gpumemtrace " GMT_VERSION);
   app.require_subcommand(1);
 
   gmt::cli::CommandAction actions[] = {
-      gmt::cli::add_run_command(app),
-      gmt::cli::add_report_command(app),
-      gmt::cli::add_symbolize_command(app),
-      gmt::cli::add_diff_command(app),
+      gmt::cli::add_run_command(app),        // cli/run_command.cpp
+      gmt::cli::add_report_command(app),     // cli/report_command.cpp
+      gmt::cli::add_symbolize_command(app),  // cli/symbolize_command.cpp
+      gmt::cli::add_diff_command(app),       // cli/diff_command.cpp
+      gmt::cli::add_whatif_command(app),     // cli/whatif_command.cpp
   };
 
   int cli_argc = argc;

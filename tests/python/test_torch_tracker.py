@@ -5,6 +5,7 @@ together), every block and segment in the trace with the thread and Python line 
 with the CUDA-level events, an out-of-memory request at its line, and every fallback (no compiler, no headers,
 another allocator backend, --no-torch-blocks) saying why and leaving the app and the CUDA level alone.
 The GPU suite (tests/gpu/test_gpu_torch_blocks.py) runs the same path against the real PyTorch."""
+import json
 import os
 import shutil
 import sqlite3
@@ -205,6 +206,36 @@ class TorchTrackerTest(TraceDirTestCase):
         meta = self.meta(trace)
         self.assertEqual(meta["torch_alloc_conf"], "")
         self.assertNotIn("torch_alloc_conf_variable", meta)
+
+    def test_whatif_replays_the_blocks_and_its_self_check_rejects_another_policy(self):
+        # The fake allocator is first fit in one 256 MiB segment, not PyTorch's policy: the replay under the
+        # recorded settings must not reproduce it, and must name the first action that differs.
+        trace, _, _ = self.run_app("replay.db")
+        result = run_cli("whatif", trace, "--alloc-conf", "", "--format", "json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = json.loads(result.stdout)
+        check = report["self_check"]
+        self.assertFalse(check["exact"])
+        self.assertEqual(check["divergence"], f"the replay asks cudaMalloc for {2 << 20} B; the recording made "
+                                              f"segment_alloc {self.first_segment(trace):#x} ({SEGMENT_BYTES} B)")
+        self.assertEqual(report["recorded"]["peak_reserved_bytes"], SEGMENT_BYTES)
+        self.assertEqual(report["recorded"]["requests"], 4 * STEPS)
+        text = run_cli("whatif", trace)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("The self-check did not reproduce the recording", text.stdout)
+        # Refused, each with its own exit code and reason.
+        off, _, _ = self.run_app("off-for-whatif.db", "--no-torch-blocks")
+        refused = run_cli("whatif", off)
+        self.assertEqual(refused.returncode, 5, refused.stderr)
+        self.assertIn("PyTorch's tensor blocks were not recorded", refused.stderr)
+        async_trace, _, _ = self.run_app("async.db", env={"FIXTURE_ALLOCATOR_BACKEND": "cudaMallocAsync"})
+        refused = run_cli("whatif", async_trace)
+        self.assertEqual(refused.returncode, 7, refused.stderr)
+        self.assertIn("cudaMallocAsync backend", refused.stderr)
+
+    def first_segment(self, trace):
+        return self.query(trace, "SELECT address FROM events WHERE source = ? AND kind = ? ORDER BY id LIMIT 1",
+                          TORCH_ALLOCATOR, SEGMENT_ALLOC)[0][0]
 
     def test_the_bridge_is_built_once_and_then_found_in_the_cache(self):
         self.run_app("first.db")
