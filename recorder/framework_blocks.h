@@ -32,7 +32,7 @@ enum gmt_torch_action {
 enum gmt_torch_call {
   GMT_TORCH_EMPTY_CACHE = 1,      // torch.cuda.empty_cache(): every device
   GMT_TORCH_SET_SETTINGS = 2,     // torch.cuda.memory._set_allocator_settings(text)
-  GMT_TORCH_MEMORY_FRACTION = 3,  // set_per_process_memory_fraction: value = the fraction in parts per billion
+  GMT_TORCH_MEMORY_FRACTION = 3,  // set_per_process_memory_fraction: value = the bits of the fraction's double
 };
 void gmt_torch_allocator_call(int call, int device, uint64_t value, const char* text);
 

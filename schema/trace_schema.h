@@ -97,8 +97,8 @@ enum class EventKind : uint8_t {
   FreeRequested = 27,
   // v10: a call that changes PyTorch's caching allocator (source TorchAllocator, memory kind None), by api:
   // torchEmptyCache (device -1: every device), torchSetAllocatorSettings (handle n: the text is meta
-  // torch_alloc_conf_<n>), torchSetMemoryFraction (device; size: the fraction in parts per billion). Recorded before
-  // the call runs, so the segments it frees follow it.
+  // torch_alloc_conf_<n>), torchSetMemoryFraction (device; size: the fraction, the bits of its IEEE double). Recorded
+  // before the call runs, so the segments it frees follow it.
   AllocatorCall = 28,
 };
 

@@ -22,7 +22,7 @@ enum class TorchActionKind : uint8_t {
   Oom,          // OutOfMemoryError: size = the rounded request; value = the device's free bytes (v10), else -1
   EmptyCache,   // v10: torch.cuda.empty_cache()
   SetSettings,  // v10: _set_allocator_settings; value = n of meta torch_alloc_conf_<n>
-  SetFraction,  // v10: set_per_process_memory_fraction; value = the fraction in parts per billion
+  SetFraction,  // v10: set_per_process_memory_fraction; value = the bits of the fraction's double
 };
 
 struct TorchAction {

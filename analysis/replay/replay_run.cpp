@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <unordered_map>
 
@@ -275,7 +276,13 @@ class Replay {
         engine_.set_config(config_);
         break;
       }
-      case TorchActionKind::SetFraction: engine_.set_memory_fraction(static_cast<double>(a.value) / 1e9); break;
+      case TorchActionKind::SetFraction: {
+        double fraction = 0;
+        static_assert(sizeof(fraction) == sizeof(a.value));
+        std::memcpy(&fraction, &a.value, sizeof(fraction));  // the double's bits, as recorded
+        engine_.set_memory_fraction(fraction);
+        break;
+      }
       default: break;
     }
     note_peak(a.event_id);

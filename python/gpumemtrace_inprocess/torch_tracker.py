@@ -27,6 +27,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -197,6 +198,11 @@ def _record_allocator_facts(torch):
     facts(conf.encode(), variable.encode(), str(torch.__version__).encode(), str(git).encode())
 
 
+def _double_bits(value):
+    """The fraction as the bits of its double: the replay computes PyTorch's allowed maximum from it exactly."""
+    return struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+
+
 def _wrap_allocator_calls(torch):
     """Records empty_cache(), _set_allocator_settings() and set_per_process_memory_fraction() as they are called,
     before they run (the segments they free follow them in the trace). The app's own results are unchanged: each
@@ -242,7 +248,7 @@ def _wrap_allocator_calls(torch):
          lambda settings, *a, **k: note(_SET_SETTINGS, text=str(settings).encode()))
     wrap((cuda, memory), "set_per_process_memory_fraction",
          lambda fraction, device=None, *a, **k: note(_MEMORY_FRACTION, fraction_device(device),
-                                                     int(round(float(fraction) * 1e9))))
+                                                     _double_bits(fraction)))
 
 
 def on_torch_imported(torch):

@@ -28,6 +28,7 @@ ALLOC, FREE, ALLOC_FAILED, SEGMENT_ALLOC = 1, 2, 3, 22
 TORCH_BLOCK_ALLOC, TORCH_BLOCK_FREE, TORCH_SEGMENT_ALLOC = 45, 46, 47
 FREE_REQUESTED, ALLOCATOR_CALL = 27, 28  # v10
 TORCH_EMPTY_CACHE, TORCH_SET_SETTINGS, TORCH_SET_FRACTION = 66, 67, 68
+QUARTER_BITS = 0x3FD0000000000000  # 0.25 as an IEEE-754 double
 
 
 def marker(text):
@@ -194,7 +195,7 @@ class TorchTrackerTest(TraceDirTestCase):
         calls = self.query(trace, "SELECT api, device, size, handle, memory_kind, stack_id FROM events "
                                   "WHERE source = ? AND kind = ? ORDER BY id", TORCH_ALLOCATOR, ALLOCATOR_CALL)
         self.assertEqual([c[:5] for c in calls], [(TORCH_EMPTY_CACHE, -1, 0, 0, 0), (TORCH_SET_SETTINGS, -1, 0, 0, 0),
-                                                  (TORCH_SET_FRACTION, 0, 250_000_000, 0, 0)])
+                                                  (TORCH_SET_FRACTION, 0, QUARTER_BITS, 0, 0)])
         # The innermost frames are the package's wrapper; then the app's line that called.
         lines = [[f for f in self.python_frames(trace, c[5]) if "gpumemtrace_inprocess" not in f[0]][0][2]
                  for c in calls]
