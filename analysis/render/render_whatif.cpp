@@ -57,6 +57,9 @@ std::string render_whatif_text(const WhatIfReport& report) {
   if (report.torch_version) out += ", torch " + *report.torch_version;
   if (report.torch_git_version) out += " git " + report.torch_git_version->substr(0, 12);
   out += ")\n";
+  out += fmt::format("Policy: PyTorch's native caching allocator as in {}; the self-check says whether this torch "
+                     "follows it\n",
+                     replay::kPolicyCheckedAgainst);
   out += fmt::format("Recorded settings: {}{}\n", report.recorded_settings,
                      report.settings_recorded ? "" : " (not recorded in this trace: the defaults are assumed)");
   out += fmt::format("Capacity for PyTorch: {}: {}\n",
@@ -169,6 +172,7 @@ std::string render_whatif_json(const WhatIfReport& report) {
   out["device"] = report.device;
   out["torch_version"] = report.torch_version ? Json(*report.torch_version) : Json(nullptr);
   out["torch_git_version"] = report.torch_git_version ? Json(*report.torch_git_version) : Json(nullptr);
+  out["policy_checked_against"] = replay::kPolicyCheckedAgainst;
   out["recorded_settings"] = report.recorded_settings;
   out["settings_recorded"] = report.settings_recorded;
   out["capacity_bytes"] = report.capacity ? Json(*report.capacity) : Json(nullptr);

@@ -58,6 +58,11 @@ uint64_t allocation_size(uint64_t rounded_size);
 // get_pool: the small pool holds blocks of rounded size <= 1 MiB.
 inline bool is_small_request(uint64_t rounded_size) { return rounded_size <= kSmallSize; }
 
+// The revisions of PyTorch's source the policy was checked against, rule by rule (for the report's header: a trace
+// of another torch is replayed by the same rules, and its self-check says whether they still hold).
+inline constexpr const char* kPolicyCheckedAgainst =
+    "c10/cuda/CUDACachingAllocator.cpp at 001074d25084 and b944315b93d3, c10/core/AllocatorConfig.cpp at 065861fba759";
+
 // A short label for reports: "default" for the empty text, else the text.
 std::string config_label(const TorchAllocatorConfig& config);
 
