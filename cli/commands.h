@@ -22,5 +22,6 @@ CommandAction add_report_command(CLI::App& app);     // cli/report_command.cpp
 CommandAction add_symbolize_command(CLI::App& app);  // cli/symbolize_command.cpp
 CommandAction add_diff_command(CLI::App& app);       // cli/diff_command.cpp
 CommandAction add_ctl_command(CLI::App& app);        // cli/ctl_command.cpp
+CommandAction add_whatif_command(CLI::App& app);     // cli/whatif_command.cpp
 
 }  // namespace gmt::cli

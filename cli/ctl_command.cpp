@@ -1,6 +1,5 @@
 // `gpumemtrace ctl`: pause, resume or mark a moment of a running process through its control channel
 // (recorder/control_channel.h: a socket beside its trace, "<trace>.ctl", served by its writer thread).
-#include <CLI/CLI.hpp>
 #include <dirent.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -8,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cstring>
@@ -167,7 +167,8 @@ CommandAction add_ctl_command(CLI::App& app) {
       "there). Only the process's own user may control it.\n"
       "  pause            stop recording (frees of memory recorded before are then missing: the report says so)\n"
       "  resume           record again\n"
-      "  snapshot NAME    mark this moment: `report --at NAME` shows what was live then, `--since NAME` what came after\n"
+      "  snapshot NAME    mark this moment: `report --at NAME` shows what was live then, `--since NAME` what came "
+      "after\n"
       "  status           whether it is recording\n"
       "Examples:\n"
       "  gpumemtrace ctl 12345 snapshot before-load\n"

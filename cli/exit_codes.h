@@ -16,6 +16,12 @@ inline constexpr int kExitInternal = 3;  // a bug or an environment problem in g
 // killed, recording stopped early) or events were lost, so "no leak" would be a guess. --allow-incomplete
 // judges what the trace holds instead.
 inline constexpr int kExitIncompleteTrace = 4;
+// `whatif`: the trace cannot be replayed, one code per reason: no tensor blocks were recorded (5), allocator events
+// were lost while recording (6), PyTorch ran its cudaMallocAsync backend, whose driver pool has no policy to replay
+// (7).
+inline constexpr int kExitNoTensorBlocks = 5;
+inline constexpr int kExitLostBlockEvents = 6;
+inline constexpr int kExitCudaMallocAsync = 7;
 // `ctl`: no such process, or it records nothing that can be controlled (not under `run`, exited, no trace yet).
 inline constexpr int kExitCtlNotRunning = 8;
 // `ctl`: the process belongs to another user.

@@ -17,14 +17,19 @@ int main(int argc, char** argv) {
       "  gpumemtrace run -o trace.db -- ./app args     profile an app (exit code passed through)\n"
       "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
       "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n"
+      "  gpumemtrace whatif trace.db                   another PyTorch allocator setting, replayed\n"
       "  gpumemtrace ctl PID snapshot NAME             mark a moment of a running process (also pause, resume)\n",
       "gpumemtrace"};
   app.set_version_flag("--version", "gpumemtrace " GMT_VERSION);
   app.require_subcommand(1);
 
   gmt::cli::CommandAction actions[] = {
-      gmt::cli::add_run_command(app),  gmt::cli::add_report_command(app), gmt::cli::add_symbolize_command(app),
-      gmt::cli::add_diff_command(app), gmt::cli::add_ctl_command(app),
+      gmt::cli::add_run_command(app),        // cli/run_command.cpp
+      gmt::cli::add_report_command(app),     // cli/report_command.cpp
+      gmt::cli::add_symbolize_command(app),  // cli/symbolize_command.cpp
+      gmt::cli::add_diff_command(app),       // cli/diff_command.cpp
+      gmt::cli::add_whatif_command(app),     // cli/whatif_command.cpp
+      gmt::cli::add_ctl_command(app),        // cli/ctl_command.cpp
   };
 
   int cli_argc = argc;

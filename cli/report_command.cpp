@@ -5,15 +5,19 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
 #include "analysis/read/salvage.h"
 #include "analysis/read/trace_file.h"
 #include "analysis/render/render.h"
+#include "analysis/render/render_whatif.h"
+#include "analysis/replay/whatif.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -36,6 +40,7 @@ struct ReportOptions {
   std::string output_path;          // empty: stdout
   uint64_t min_bytes = 0;           // 0: no filter
   std::string folded_of = "leaks";
+  bool whatif = true;  // a PyTorch OOM's finding names the best allocator setting (--no-whatif: not replayed)
   // Filters (analysis/model/filters.h); the times as given, in seconds from the process start.
   std::optional<int64_t> device;
   std::string since;  // seconds, or a snapshot's name (cli/snapshot_marks.h)
@@ -123,6 +128,72 @@ bool resolve_snapshot_names(ReportOptions& options) {
   return true;
 }
 
+// A PyTorch OOM's finding names the allocator setting that would have avoided it: the what-if replay (gpumemtrace
+// whatif) of the settings of kReportSettings, started beside the analysis on the other cores (so that `report` takes
+// hardly longer; on one core it runs after it), only for a trace with tensor blocks, and answering only when the trace
+// has a PyTorch OOM and its self-check is exact. Anything that keeps it from answering (not replayable, no OOM, no
+// setting avoids it) leaves the findings as they were.
+class BestSettingSearch {
+ public:
+  explicit BestSettingSearch(const std::string& trace_path) : trace_path_(trace_path) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (trace_path_.empty() || !has_tensor_blocks()) return;
+    options_.alloc_confs = replay::kReportSettings;
+    options_.settings_only_if_exact = true;
+    options_.only_with_oom = true;
+    options_.first_oom_only = true;
+    options_.threads = cores > 1 ? cores - 1 : 1;
+    if (cores > 1) result_ = std::async(std::launch::async, [this] { return search(); });
+    deferred_ = cores <= 1;
+  }
+
+  void name_in(analysis::Report& report) {
+    std::optional<replay::WhatIfReport> whatif;
+    if (result_.valid()) {
+      whatif = result_.get();
+    } else if (deferred_ && has_torch_oom(report)) {
+      whatif = search();
+    }
+    if (!whatif || report.trace.salvaged) return;
+    const std::string best = analysis::describe_best_setting(*whatif);
+    if (best.empty()) return;
+    for (analysis::AllocFailure& failure : report.failures) {
+      if (failure.heap_source == kTorch && failure.device == whatif->device) {
+        failure.best_setting = "replayed (gpumemtrace whatif): " + best;
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kTorch = static_cast<int64_t>(schema::Source::TorchAllocator);
+
+  bool has_tensor_blocks() const {
+    try {
+      return analysis::TraceFile::open(trace_path_).meta(schema::meta::kTensorBlocks).value_or("") == "1";
+    } catch (const std::exception&) {
+      return false;  // the analysis says what is wrong with the file
+    }
+  }
+  static bool has_torch_oom(const analysis::Report& report) {
+    for (const analysis::AllocFailure& failure : report.failures) {
+      if (failure.heap_source == kTorch) return true;
+    }
+    return false;
+  }
+  std::optional<replay::WhatIfReport> search() const {
+    try {
+      return replay::run_whatif(trace_path_, options_);
+    } catch (const std::exception&) {
+      return std::nullopt;  // not replayable (lost events, cudaMallocAsync) or unreadable
+    }
+  }
+
+  std::string trace_path_;
+  replay::WhatIfOptions options_;
+  std::future<std::optional<replay::WhatIfReport>> result_;
+  bool deferred_ = false;
+};
+
 int run_report(ReportOptions options) {
   analysis::EventFilters filters;
   if (!resolve_snapshot_names(options) || !filters_from_options(options, filters)) return kExitBadInput;
@@ -140,8 +211,10 @@ int run_report(ReportOptions options) {
       analyze_options.progress = [&](uint64_t read, uint64_t estimated) { progress.update(read, estimated, "events"); };
     }
     // A damaged trace is salvaged from a private copy (analysis/read/salvage.h).
+    BestSettingSearch best_setting(options.whatif ? options.trace_path : std::string());
     analysis::Report report = analysis::analyze_trace_file(options.trace_path, analyze_options);
     progress.finish();
+    best_setting.name_in(report);
 
     // On stderr as well as in the report: with --format json or -o, the report itself may not be read by a
     // person, and leaks in an unfinished trace are only "live at the end".
@@ -267,6 +340,9 @@ CommandAction add_report_command(CLI::App& app) {
       ->check(CLI::Range(size_t{1}, size_t{10'000'000}))
       ->type_name("N")
       ->capture_default_str();
+  command->add_flag("!--no-whatif", options->whatif,
+                    "Do not replay a PyTorch OOM under other allocator settings (by default its finding names the "
+                    "setting that would have avoided it: gpumemtrace whatif)");
   command->add_flag("--full-stacks", options->full_stacks,
                     "Show every frame of a stack: by default runs of frames outside your code (PyTorch, CUDA, the "
                     "C/C++ runtime, Python) are folded into one '... N frames in <modules>' line (JSON keeps all)");

@@ -32,10 +32,13 @@ std::optional<std::string> snapshot_seconds(const std::string& trace_path, const
       for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
       const std::string has = known.empty() ? "it has none" : "it has: " + known;
       if (std::string(option) == "--at") {
-        fmt::print(stderr, "gpumemtrace: --at '{}' is not a snapshot of '{}' ({}); snapshots are taken with "
-                   "`gpumemtrace ctl PID snapshot NAME`\n", name, trace_path, has);
+        fmt::print(stderr,
+                   "gpumemtrace: --at '{}' is not a snapshot of '{}' ({}); snapshots are taken with "
+                   "`gpumemtrace ctl PID snapshot NAME`\n",
+                   name, trace_path, has);
       } else {
-        fmt::print(stderr, "gpumemtrace: {} '{}' is not a time: give seconds from the process start, e.g. 1.5, or "
+        fmt::print(stderr,
+                   "gpumemtrace: {} '{}' is not a time: give seconds from the process start, e.g. 1.5, or "
                    "the NAME of a snapshot taken with `gpumemtrace ctl PID snapshot NAME` ('{}': {})\n",
                    option, name, trace_path, has);
       }

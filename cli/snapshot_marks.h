@@ -10,8 +10,7 @@ namespace gmt::cli {
 // The time of the snapshot `name` in the trace at `trace_path`, in seconds from the process start as text (the
 // form --since and --until take); nullopt, after saying why on stderr (no such snapshot: the names it has), when
 // there is none.
-std::optional<std::string> snapshot_seconds(const std::string& trace_path, const std::string& name,
-                                            const char* option);
+std::optional<std::string> snapshot_seconds(const std::string& trace_path, const std::string& name, const char* option);
 
 // Whether `text` names a time in seconds ("1.5") rather than a snapshot.
 bool looks_like_seconds(const std::string& text);

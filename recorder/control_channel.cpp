@@ -119,8 +119,7 @@ void open_control_channel(const std::string& trace_path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof address.sun_path) {
-    std::fprintf(stderr, "gpumemtrace: no control channel (ctl): the path %s is too long for a socket\n",
-                 path.c_str());
+    std::fprintf(stderr, "gpumemtrace: no control channel (ctl): the path %s is too long for a socket\n", path.c_str());
     return;
   }
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);

@@ -20,6 +20,23 @@ std::atomic<bool> g_blocks_stopped{false};  // gmt_torch_blocks_stop
 // The benchmark control gmt_set_torch_blocks_paused: PyTorch still calls the tracker, which returns at once, while
 // every CUDA-level hook records (bench/torch_step_ab.py measures block tracking's own cost with it).
 std::atomic<bool> g_blocks_paused{false};
+std::atomic<int64_t> g_settings_calls{0};  // n of meta torch_alloc_conf_<n>
+
+// PyTorch's free() reports FREE_REQUESTED and, unless other streams still use the block, FREE_COMPLETED right after
+// it, under the same lock. Only a FREE_REQUESTED whose completion does not follow at once is worth an event (the
+// block waits for other streams): each device's last FREE_REQUESTED is held until that device's next action shows
+// which it was, and a deferred one is recorded then, before that action (the replay only needs it before the
+// block's completion, which comes later still). PyTorch calls the trackers of a device with that device's
+// allocator lock held, so each slot is only touched under its device's lock. One left pending when the device makes
+// no further allocator action is lost.
+struct PendingFreeRequest {
+  bool pending = false;
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint64_t stream = 0;
+};
+constexpr int kHeldDevices = 64;  // devices beyond record every FREE_REQUESTED
+PendingFreeRequest g_free_requests[kHeldDevices];
 
 using schema::Api;
 using schema::EventKind;
@@ -53,7 +70,26 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
     return;
   }
   NeverWaitScope never_wait;  // PyTorch's allocator lock is held: drop and count rather than wait
+  const bool held_device = device >= 0 && device < kHeldDevices;
+  if (held_device && g_free_requests[device].pending) {
+    PendingFreeRequest& request = g_free_requests[device];
+    request.pending = false;
+    if (action != GMT_TORCH_FREE_COMPLETED || address != request.address) {
+      EventRecord e = block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, device, request.address,
+                                  request.size, request.stream);
+      record(e, /*take_stack=*/false);
+    }
+  }
   switch (action) {
+    case GMT_TORCH_FREE_REQUESTED: {
+      if (held_device) {
+        g_free_requests[device] = PendingFreeRequest{true, address, size, stream};
+        return;
+      }
+      EventRecord e =
+          block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, device, address, size, stream);
+      return record(e, /*take_stack=*/false);
+    }
     case GMT_TORCH_ALLOC: {
       EventRecord e = block_event(EventKind::Alloc, Api::torchBlockAlloc, device, address, size, stream);
       return record(e, /*take_stack=*/true);
@@ -77,12 +113,56 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
     case GMT_TORCH_OOM: {
       // The request that failed, at the line that asked. `address` is what the device said was free; the
       // CUDA-level failure (if the allocator got as far as cudaMalloc) has the device's figures.
-      EventRecord e = block_event(EventKind::AllocFailed, Api::torchBlockAlloc, device, 0, size, stream);
+      EventRecord e = block_event(EventKind::AllocFailed, Api::torchBlockAlloc, device, address, size, stream);
       e.call.error = kOutOfMemoryError;
       return record(e, /*take_stack=*/true);
     }
-    default: return;  // FREE_REQUESTED: the block is not reusable until FREE_COMPLETED; SNAPSHOT and later actions
+    default: return;  // SNAPSHOT and actions of later torch versions
   }
+}
+
+extern "C" __attribute__((visibility("default"))) void gmt_torch_allocator_call(int call, int device, uint64_t value,
+                                                                                const char* text) {
+  using namespace gmt::recorder;
+  HookScope scope;
+  if (!scope.active() || g_blocks_stopped.load(std::memory_order_relaxed)) return;
+  Api api;
+  uint64_t size = 0;
+  uint64_t handle = 0;
+  switch (call) {
+    case GMT_TORCH_EMPTY_CACHE:
+      api = Api::torchEmptyCache;
+      device = -1;
+      break;
+    case GMT_TORCH_SET_SETTINGS: {
+      api = Api::torchSetAllocatorSettings;
+      device = -1;
+      handle = static_cast<uint64_t>(g_settings_calls.fetch_add(1, std::memory_order_relaxed));
+      set_meta_later(gmt::schema::meta::kTorchAllocConfCallPrefix + std::to_string(handle), text ? text : "");
+      break;
+    }
+    case GMT_TORCH_MEMORY_FRACTION:
+      api = Api::torchSetMemoryFraction;
+      size = value;
+      break;
+    default: return;
+  }
+  EventRecord e = block_event(EventKind::AllocatorCall, api, device, 0, size, 0);
+  e.memory_kind = gmt::schema::MemoryKind::None;
+  e.call.handle = handle;
+  record(e, /*take_stack=*/true);
+}
+
+extern "C" __attribute__((visibility("default"))) void gmt_torch_allocator_facts(const char* conf, const char* variable,
+                                                                                 const char* version,
+                                                                                 const char* git_version) {
+  using namespace gmt::recorder;
+  namespace meta = gmt::schema::meta;
+  HookScope scope;
+  set_meta_later(meta::kTorchAllocConf, conf ? conf : "");
+  if (variable && *variable) set_meta_later(meta::kTorchAllocConfVariable, variable);
+  if (version && *version) set_meta_later(meta::kTorchVersion, version);
+  if (git_version && *git_version) set_meta_later(meta::kTorchGitVersion, git_version);
 }
 
 extern "C" __attribute__((visibility("default"))) void gmt_torch_blocks_state(int attached, const char* note) {

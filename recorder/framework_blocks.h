@@ -15,15 +15,31 @@ extern "C" {
 // PyTorch's TraceEntry actions, numbered by the bridge from their names (so that a torch whose enum order differs
 // maps the same way). Stable: the bridge of every torch build uses these values.
 enum gmt_torch_action {
-  GMT_TORCH_ALLOC = 1,           // a block handed to a tensor: address, size (the block's, rounded)
+  GMT_TORCH_ALLOC = 1,           // a block handed to a tensor: address, size = the bytes requested (orig_size)
   GMT_TORCH_FREE_REQUESTED = 2,  // the tensor let go; the block is reusable only once FREE_COMPLETED
   GMT_TORCH_FREE_COMPLETED = 3,  // the block went back to the cache (after the streams that used it finished)
   GMT_TORCH_SEGMENT_ALLOC = 4,   // the cache took a segment from CUDA (cudaMalloc): address, size
   GMT_TORCH_SEGMENT_FREE = 5,    // ... gave it back (cudaFree: empty_cache, or a retry after an OOM)
   GMT_TORCH_SEGMENT_MAP = 6,     // expandable segments: physical memory mapped at address, size
   GMT_TORCH_SEGMENT_UNMAP = 7,   // ... unmapped
-  GMT_TORCH_OOM = 8,             // the allocator raised OutOfMemoryError: size = the request, address = device free
+  GMT_TORCH_OOM = 8,             // the allocator raised OutOfMemoryError: size = the rounded request, address =
+                                 // the device's free bytes (cudaMemGetInfo), kept in the event's address (v10)
 };
+
+// Calls that change the caching allocator (schema v10, for the what-if replay), made by the in-process package
+// from Python (torch_tracker.py wraps them), never from inside the allocator. Recorded before the call runs, with
+// the caller's stack, as AllocatorCall events.
+enum gmt_torch_call {
+  GMT_TORCH_EMPTY_CACHE = 1,      // torch.cuda.empty_cache(): every device
+  GMT_TORCH_SET_SETTINGS = 2,     // torch.cuda.memory._set_allocator_settings(text)
+  GMT_TORCH_MEMORY_FRACTION = 3,  // set_per_process_memory_fraction: value = the bits of the fraction's double
+};
+void gmt_torch_allocator_call(int call, int device, uint64_t value, const char* text);
+
+// The allocator's settings when the tracker was attached (`conf`: the variable's value, "" when unset; `variable`:
+// PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF, "" when neither is set) and torch's version: meta torch_alloc_conf,
+// torch_alloc_conf_variable, torch_version, torch_git_version (v10).
+void gmt_torch_allocator_facts(const char* conf, const char* variable, const char* version, const char* git_version);
 
 // One allocator action (the bridge's tracker calls it). `stream`: the cudaStream_t the block belongs to.
 void gmt_torch_allocator_action(int action, int device, uint64_t address, uint64_t size, uint64_t stream);

@@ -30,6 +30,8 @@ std::string_view to_string(EventKind kind) {
     case EventKind::GraphAllocNode: return "graph_alloc_node";
     case EventKind::AutogradBegin: return "autograd_begin";
     case EventKind::AutogradEnd: return "autograd_end";
+    case EventKind::FreeRequested: return "free_requested";
+    case EventKind::AllocatorCall: return "allocator_call";
   }
   return "unknown";
 }
@@ -115,6 +117,10 @@ std::string_view to_string(Api api) {
     case Api::cupyChunkFree: return "cupy_chunk_free";
     case Api::cupyBlockAlloc: return "cupy_block_alloc";
     case Api::cupyBlockFree: return "cupy_block_free";
+    case Api::torchBlockFreeRequested: return "torch_block_free_requested";
+    case Api::torchEmptyCache: return "torch_empty_cache";
+    case Api::torchSetAllocatorSettings: return "torch_set_allocator_settings";
+    case Api::torchSetMemoryFraction: return "torch_set_memory_fraction";
   }
   return "unknown";
 }

@@ -31,7 +31,11 @@ namespace gmt::schema {
 // linked to the caller's line), CuPy's memory pool as a heap (source CupyAllocator: its chunks as SegmentAlloc /
 // SegmentFree, its blocks as Alloc / Free of memory kind HeapBlock), and stream-ordered pools sampled by the writer
 // at each new used peak and at exit (more pool_usage rows). No table changes.
-inline constexpr int kSchemaVersion = 9;
+// 10 (what-if replay, issue 37) = what a replay of PyTorch's caching allocator needs: FreeRequested events (a tensor
+// let go of a block that returns to the cache only at its later Free, after other streams finished with it), the
+// allocator's settings and calls (AllocatorCall events: empty_cache, _set_allocator_settings, memory fraction; meta
+// torch_alloc_conf, torch_version), and the device's free memory in a PyTorch OOM's address. No table changes.
+inline constexpr int kSchemaVersion = 10;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -87,6 +91,15 @@ enum class EventKind : uint8_t {
   // is linked to that line (docs/analysis.md "Tensors of backward()").
   AutogradBegin = 25,
   AutogradEnd = 26,
+  // v10: PyTorch's FREE_REQUESTED of a block whose return to the cache waits for other streams (record_stream): the
+  // tensor let go here; the block's Free (FREE_COMPLETED) comes later. address: the block's; size: its requested
+  // bytes. A block freed at once has no FreeRequested, only its Free. Not memory: the Free is the free.
+  FreeRequested = 27,
+  // v10: a call that changes PyTorch's caching allocator (source TorchAllocator, memory kind None), by api:
+  // torchEmptyCache (device -1: every device), torchSetAllocatorSettings (handle n: the text is meta
+  // torch_alloc_conf_<n>), torchSetMemoryFraction (device; size: the fraction, the bits of its IEEE double). Recorded
+  // before the call runs, so the segments it frees follow it.
+  AllocatorCall = 28,
 };
 
 enum class MemoryKind : uint8_t {
@@ -187,6 +200,11 @@ enum class Api : uint8_t {
   cupyChunkFree = 62,
   cupyBlockAlloc = 63,
   cupyBlockFree = 64,
+  // v10: PyTorch's caching allocator, for its replay (EventKind FreeRequested, AllocatorCall).
+  torchBlockFreeRequested = 65,
+  torchEmptyCache = 66,
+  torchSetAllocatorSettings = 67,
+  torchSetMemoryFraction = 68,
 };
 
 // Which capture path saw the event (the CUPTI issue adds more; one place decides which path counts).
@@ -234,9 +252,9 @@ std::string_view to_string(FrameworkAllocator allocator);
 std::string_view to_string(SampleTrigger trigger);
 
 // The highest value of each enum, so that the lookup tables can be filled by a loop.
-inline constexpr int kMaxEventKind = 26;
+inline constexpr int kMaxEventKind = 28;
 inline constexpr int kMaxMemoryKind = 7;
-inline constexpr int kMaxApi = 64;
+inline constexpr int kMaxApi = 68;
 inline constexpr int kMaxSource = 6;
 inline constexpr int kMaxFrameworkAllocator = 5;
 inline constexpr int kMaxSampleTrigger = 4;
@@ -421,6 +439,16 @@ inline constexpr const char* kTensorBlocksNote = "tensor_blocks_note";
 // recorded up to then only, so the blocks alive at the end of the trace are those the app held when it exited,
 // not what the interpreter's teardown released afterwards.
 inline constexpr const char* kTensorBlocksEndNs = "tensor_blocks_end_ns";
+// v10, with tensor blocks: PyTorch's allocator settings when the tracker was attached: the value of
+// PYTORCH_ALLOC_CONF, else of PYTORCH_CUDA_ALLOC_CONF ("" when neither is set: the defaults), and which variable it
+// came from (torch_alloc_conf_variable, absent when neither). Each later torch.cuda.memory._set_allocator_settings
+// call is an AllocatorCall event whose handle n names meta torch_alloc_conf_<n>.
+inline constexpr const char* kTorchAllocConf = "torch_alloc_conf";
+inline constexpr const char* kTorchAllocConfVariable = "torch_alloc_conf_variable";
+inline constexpr const char* kTorchAllocConfCallPrefix = "torch_alloc_conf_";
+// v10: torch.__version__ and torch.version.git_version of the process.
+inline constexpr const char* kTorchVersion = "torch_version";
+inline constexpr const char* kTorchGitVersion = "torch_git_version";
 // The benchmark control gmt_set_recording_paused (recorder/pause.cpp): how many times recording was paused and for
 // how long in all (ns, pauses that ended). Events in those periods are missing from the trace: an allocation freed
 // during a pause looks live. Absent when recording was never paused.

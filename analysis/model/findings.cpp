@@ -256,6 +256,9 @@ std::vector<Finding> findings_of(const Report& report) {
       finding.detail += fmt::format("{}{} of the device was free then", finding.detail.empty() ? "" : "; ",
                                     format_bytes(static_cast<uint64_t>(*failure.device_free)));
     }
+    if (!failure.best_setting.empty()) {
+      finding.detail += (finding.detail.empty() ? "" : "; ") + failure.best_setting;
+    }
     findings.push_back(std::move(finding));
   }
   std::stable_sort(findings.begin(), findings.end(),

@@ -138,6 +138,9 @@ struct AllocFailure {
   // The CUDA-level allocations that failed inside this request (failed_requests.h), in order: its evidence, not
   // failures of their own (they are in no other list). Empty for a CUDA-level failure.
   std::vector<AllocFailure> attempts;
+  // PyTorch's OOM only: the allocator setting a what-if replay found to avoid it (analysis/replay/whatif.h), one
+  // sentence with its figures; set by `report` (cli/report_command.cpp), empty when none was found or tried.
+  std::string best_setting;
 };
 
 struct Totals {

@@ -27,6 +27,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -181,12 +182,84 @@ def attach(torch, path):
         atexit.register(stop)
 
 
+# recorder/framework_blocks.h, enum gmt_torch_call.
+_EMPTY_CACHE, _SET_SETTINGS, _MEMORY_FRACTION = 1, 2, 3
+_SETTINGS_VARIABLES = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")  # the order c10's AllocatorConfig reads them
+
+
+def _record_allocator_facts(torch):
+    """What a replay of the allocator needs (gpumemtrace whatif): its settings at start, torch's version."""
+    facts = native.function("gmt_torch_allocator_facts", None, [ctypes.c_char_p] * 4)
+    if facts is None:
+        return
+    variable = next((name for name in _SETTINGS_VARIABLES if name in os.environ), "")
+    conf = os.environ.get(variable, "") if variable else ""
+    git = getattr(getattr(torch, "version", None), "git_version", "") or ""
+    facts(conf.encode(), variable.encode(), str(torch.__version__).encode(), str(git).encode())
+
+
+def _double_bits(value):
+    """The fraction as the bits of its double: the replay computes PyTorch's allowed maximum from it exactly."""
+    return struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+
+
+def _wrap_allocator_calls(torch):
+    """Records empty_cache(), _set_allocator_settings() and set_per_process_memory_fraction() as they are called,
+    before they run (the segments they free follow them in the trace). The app's own results are unchanged: each
+    wrapper calls the original with the same arguments and returns what it returns."""
+    call = native.function("gmt_torch_allocator_call", None,
+                           [ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_char_p])
+    if call is None:
+        return
+    cuda = torch.cuda
+    memory = getattr(cuda, "memory", None)
+
+    def note(kind, device=0, value=0, text=b""):
+        try:
+            call(kind, device, value, text)
+        except Exception:  # never the app's error
+            pass
+
+    def wrap(owners, name, before):
+        original = next((getattr(o, name) for o in owners if o is not None and hasattr(o, name)), None)
+        if original is None or getattr(original, "_gmt_wrapped", False):
+            return
+
+        def wrapper(*args, **kwargs):
+            before(*args, **kwargs)
+            return original(*args, **kwargs)
+
+        wrapper._gmt_wrapped = True
+        wrapper.__wrapped__ = original
+        wrapper.__name__ = getattr(original, "__name__", name)
+        wrapper.__doc__ = getattr(original, "__doc__", None)
+        for owner in owners:
+            if owner is not None and getattr(owner, name, None) is original:
+                setattr(owner, name, wrapper)
+
+    def fraction_device(device):
+        try:
+            return cuda._utils._get_device_index(device) if device is not None else cuda.current_device()
+        except Exception:
+            return 0
+
+    wrap((cuda, memory), "empty_cache", lambda *a, **k: note(_EMPTY_CACHE))
+    wrap((memory,), "_set_allocator_settings",
+         lambda settings, *a, **k: note(_SET_SETTINGS, text=str(settings).encode()))
+    wrap((cuda, memory), "set_per_process_memory_fraction",
+         lambda fraction, device=None, *a, **k: note(_MEMORY_FRACTION, fraction_device(device),
+                                                     _double_bits(fraction)))
+
+
 def on_torch_imported(torch):
     """watch.when_imported('torch', ...): find or build the bridge now, attach it at CUDA's initialization."""
     cuda = getattr(torch, "cuda", None)
     lazy_call = getattr(cuda, "_lazy_call", None)
     if lazy_call is None:
         return _off(f"torch {getattr(torch, '__version__', '?')} has no torch.cuda._lazy_call")
+    # Now, before the app's own `from torch.cuda import empty_cache` can take the unwrapped function.
+    _record_allocator_facts(torch)
+    _wrap_allocator_calls(torch)
     try:
         path = bridge_library(torch)
     except BridgeUnavailable as reason:

@@ -5,6 +5,7 @@ together), every block and segment in the trace with the thread and Python line 
 with the CUDA-level events, an out-of-memory request at its line, and every fallback (no compiler, no headers,
 another allocator backend, --no-torch-blocks) saying why and leaving the app and the CUDA level alone.
 The GPU suite (tests/gpu/test_gpu_torch_blocks.py) runs the same path against the real PyTorch."""
+import json
 import os
 import shutil
 import sqlite3
@@ -25,6 +26,9 @@ TORCH_ALLOCATOR = 4  # schema Source::TorchAllocator
 TENSOR_BLOCK = 6     # schema MemoryKind::TensorBlock
 ALLOC, FREE, ALLOC_FAILED, SEGMENT_ALLOC = 1, 2, 3, 22
 TORCH_BLOCK_ALLOC, TORCH_BLOCK_FREE, TORCH_SEGMENT_ALLOC = 45, 46, 47
+FREE_REQUESTED, ALLOCATOR_CALL = 27, 28  # v10
+TORCH_EMPTY_CACHE, TORCH_SET_SETTINGS, TORCH_SET_FRACTION = 66, 67, 68
+QUARTER_BITS = 0x3FD0000000000000  # 0.25 as an IEEE-754 double
 
 
 def marker(text):
@@ -176,6 +180,63 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertEqual(failure["api"], "torch_block_alloc")
         self.assertEqual([a["api"] for a in failure["attempts"]], ["cudaMalloc", "cudaMalloc"])
         self.assertEqual({a["thread_id"] for a in failure["attempts"]}, {failure["thread_id"]})
+
+    def test_allocator_settings_and_calls_are_recorded_for_a_replay(self):
+        # Schema v10 (gpumemtrace whatif): the settings at start, torch's version, and each call that changes the
+        # allocator, before it runs, at the app's line; the app's own calls still happen.
+        trace, seen, _ = self.run_app("calls.db", app_args=["--allocator-calls"],
+                                      env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"})
+        self.assertEqual(seen["fixture_calls"], "empty_cache,settings expandable_segments:True,fraction 0.25")
+        meta = self.meta(trace)
+        self.assertEqual((meta["torch_alloc_conf"], meta["torch_alloc_conf_variable"]),
+                         ("max_split_size_mb:64", "PYTORCH_CUDA_ALLOC_CONF"))
+        self.assertEqual((meta["torch_version"], meta["torch_git_version"]), ("2.11.0+fixture", "fixture0000000"))
+        self.assertEqual(meta["torch_alloc_conf_0"], "expandable_segments:True")
+        calls = self.query(trace, "SELECT api, device, size, handle, memory_kind, stack_id FROM events "
+                                  "WHERE source = ? AND kind = ? ORDER BY id", TORCH_ALLOCATOR, ALLOCATOR_CALL)
+        self.assertEqual([c[:5] for c in calls], [(TORCH_EMPTY_CACHE, -1, 0, 0, 0), (TORCH_SET_SETTINGS, -1, 0, 0, 0),
+                                                  (TORCH_SET_FRACTION, 0, QUARTER_BITS, 0, 0)])
+        # The innermost frames are the package's wrapper; then the app's line that called.
+        lines = [[f for f in self.python_frames(trace, c[5]) if "gpumemtrace_inprocess" not in f[0]][0][2]
+                 for c in calls]
+        self.assertEqual(lines, [marker("CALL-EMPTY-CACHE"), marker("CALL-SETTINGS"), marker("CALL-FRACTION")])
+        # The fake allocator completes every free at once: no free_requested of its own, one free per block.
+        self.assertEqual(self.query(trace, "SELECT count(*) FROM events WHERE kind = ?", FREE_REQUESTED), [(0,)])
+        # Without the variables the defaults are in force: "", and no variable named.
+        trace, _, _ = self.run_app("defaults.db")
+        meta = self.meta(trace)
+        self.assertEqual(meta["torch_alloc_conf"], "")
+        self.assertNotIn("torch_alloc_conf_variable", meta)
+
+    def test_whatif_replays_the_blocks_and_its_self_check_rejects_another_policy(self):
+        # The fake allocator is first fit in one 256 MiB segment, not PyTorch's policy: the replay under the
+        # recorded settings must not reproduce it, and must name the first action that differs.
+        trace, _, _ = self.run_app("replay.db")
+        result = run_cli("whatif", trace, "--alloc-conf", "", "--format", "json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = json.loads(result.stdout)
+        check = report["self_check"]
+        self.assertFalse(check["exact"])
+        self.assertEqual(check["divergence"], f"the replay asks cudaMalloc for {2 << 20} B; the recording made "
+                                              f"segment_alloc {self.first_segment(trace):#x} ({SEGMENT_BYTES} B)")
+        self.assertEqual(report["recorded"]["peak_reserved_bytes"], SEGMENT_BYTES)
+        self.assertEqual(report["recorded"]["requests"], 4 * STEPS)
+        text = run_cli("whatif", trace)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("The self-check did not reproduce the recording", text.stdout)
+        # Refused, each with its own exit code and reason.
+        off, _, _ = self.run_app("off-for-whatif.db", "--no-torch-blocks")
+        refused = run_cli("whatif", off)
+        self.assertEqual(refused.returncode, 5, refused.stderr)
+        self.assertIn("PyTorch's tensor blocks were not recorded", refused.stderr)
+        async_trace, _, _ = self.run_app("async.db", env={"FIXTURE_ALLOCATOR_BACKEND": "cudaMallocAsync"})
+        refused = run_cli("whatif", async_trace)
+        self.assertEqual(refused.returncode, 7, refused.stderr)
+        self.assertIn("cudaMallocAsync backend", refused.stderr)
+
+    def first_segment(self, trace):
+        return self.query(trace, "SELECT address FROM events WHERE source = ? AND kind = ? ORDER BY id LIMIT 1",
+                          TORCH_ALLOCATOR, SEGMENT_ALLOC)[0][0]
 
     def test_the_bridge_is_built_once_and_then_found_in_the_cache(self):
         self.run_app("first.db")

@@ -4,7 +4,10 @@ fixtures_tracker/ on PYTHONPATH: a training-like loop that allocates three tempo
 and free blocks, and with --oom a request the fake allocator cannot satisfy. Prints what the checks compare
 against, one "key value" per line.
 
-usage: tracker_app.py STEPS [--threads N] [--oom]
+With --allocator-calls it calls empty_cache(), _set_allocator_settings() and set_per_process_memory_fraction(), which
+the in-process package records (the fixture's do nothing).
+
+usage: tracker_app.py STEPS [--threads N] [--oom] [--allocator-calls]
 """
 import sys
 import threading
@@ -54,4 +57,9 @@ if "--oom" in sys.argv:
         torch.empty_block(1 << 40)  # BLOCK-OOM: too much
     except torch.OutOfMemoryError:
         print("oom raised", True)
+if "--allocator-calls" in sys.argv:
+    torch.cuda.empty_cache()  # CALL-EMPTY-CACHE
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")  # CALL-SETTINGS
+    torch.cuda.set_per_process_memory_fraction(0.25)  # CALL-FRACTION
+    print("fixture_calls", ",".join(torch.cuda.memory.calls))
 print("done", True)

@@ -2,6 +2,9 @@
 import ctypes
 import os
 
+from . import memory
+from .memory import empty_cache, set_per_process_memory_fraction  # as torch.cuda re-exports them
+
 _initialized = False
 _queued_calls = []
 SEGMENT_BYTES = 256 << 20
