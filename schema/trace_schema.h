@@ -30,8 +30,13 @@ namespace gmt::schema {
 // AutogradEnd on the calling thread, with its stack: tensors that autograd's worker threads allocate meanwhile are
 // linked to the caller's line), CuPy's memory pool as a heap (source CupyAllocator: its chunks as SegmentAlloc /
 // SegmentFree, its blocks as Alloc / Free of memory kind HeapBlock), and stream-ordered pools sampled by the writer
-// at each new used peak and at exit (more pool_usage rows). No table changes.
-inline constexpr int kSchemaVersion = 9;
+// at each new used peak and at exit (more pool_usage rows). No table changes. 10 = aggregate traces (`run
+// --aggregate`, schema/aggregate_schema.h): meta trace_mode = "aggregate", the aggregate_* tables, and an `events`
+// table that keeps a subsequence of the full trace's rows under their full-trace ids; a full v10 trace is a v9 one.
+// SCHEMA-BUMP: another branch also takes 10 for its changes; whoever merges second renumbers here, in
+// docs/trace-format.md and in tests/python/test_python_frames.py. The reader accepts every version up to this one
+// (analysis/read/trace_file.cpp); an aggregate trace is told by its meta (analysis/read/aggregate.cpp), not by it.
+inline constexpr int kSchemaVersion = 10;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 

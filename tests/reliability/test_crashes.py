@@ -127,7 +127,7 @@ class CrashTest(TraceDirTestCase):
         # The app fails an allocation and SIGKILLs itself as the call returns: no handler runs and no periodic
         # flush comes in between, so the failure is there only because it was committed before the call returned
         # (in both trace modes), with the leaks made before it.
-        for mode_args in ([],):
+        for mode_args in ([], ["--aggregate"]):
             with self.subTest(mode=mode_args):
                 trace = self.path(f"oom-kill{len(mode_args)}.db")
                 result = run_cli("run", "--simulate", *mode_args, "-o", trace, "--", sample("crashy"), "oom-kill")
