@@ -5,7 +5,9 @@ the report's time and memory, and the leak named at its Python line with the exa
 
 Usage (from the repository root, on the GPU machine, after scripts/gpu-suite.sh built BUILD_DIR):
     python3 bench/torch_serving_aggregate.py BUILD_DIR [--duration 600] [--leak-every 500] [--out DIR]
-Prints FIGURE lines; exits 1 when the leak is not named exactly.
+                                             [--mode both|plain|aggregate]
+A device call lasts at most 10 minutes: for 10 minutes of serving, run --mode plain and --mode aggregate in two
+calls (each prints its requests per second). Prints FIGURE lines; exits 1 when the leak is not named exactly.
 """
 import argparse
 import json
@@ -32,6 +34,7 @@ def main():
     parser.add_argument("--duration", type=float, default=600)
     parser.add_argument("--leak-every", type=int, default=500)
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--mode", choices=("both", "plain", "aggregate"), default="both")
     args = parser.parse_args()
     cli = benchlib.paths(args.build)["cli"]
     os.makedirs(args.out, exist_ok=True)
@@ -40,8 +43,13 @@ def main():
         os.remove(trace)
     command = [sys.executable, SAMPLE, str(args.duration), str(args.leak_every)]
 
-    plain = subprocess.run(command, capture_output=True, text=True, check=True)
-    plain_requests, plain_s = served(plain.stdout)
+    if args.mode != "aggregate":
+        plain = subprocess.run(command, capture_output=True, text=True, check=True)
+        plain_requests, plain_s = served(plain.stdout)
+        print(f"FIGURE torch_serving plain: {plain_requests} requests in {plain_s:.0f} s = "
+              f"{plain_requests / plain_s:.1f}/s")
+        if args.mode == "plain":
+            return
     start = time.perf_counter()
     profiled = subprocess.run([cli, "run", "--aggregate", "-o", trace, "--", *command], capture_output=True, text=True)
     run_s = time.perf_counter() - start
@@ -59,9 +67,9 @@ def main():
                         for fr in l["stack"])), None)
     exact = leak is not None and leak["bytes"] == int(truth["kept_bytes"]) and leak["count"] == int(truth["kept_buffers"])
     agg = report["aggregate"] or {}
-    print(f"FIGURE torch_serving plain: {plain_requests} requests in {plain_s:.0f} s = {plain_requests / plain_s:.1f}/s")
-    print(f"FIGURE torch_serving --aggregate: {agg_requests} requests in {agg_s:.0f} s = {agg_requests / agg_s:.1f}/s "
-          f"({agg_requests / agg_s / (plain_requests / plain_s):.3f}x of plain); run {run_s:.0f} s")
+    ratio = f" ({agg_requests / agg_s / (plain_requests / plain_s):.3f}x of plain)" if args.mode == "both" else ""
+    print(f"FIGURE torch_serving --aggregate: {agg_requests} requests in {agg_s:.0f} s = {agg_requests / agg_s:.1f}/s"
+          f"{ratio}; run {run_s:.0f} s")
     print(f"FIGURE aggregate trace: {size / 1e6:.1f} MB for {agg_s:.0f} s of serving = {size / agg_s * 3600 / 1e6:.1f} MB "
           f"per hour; {agg.get('events_kept')} of {agg.get('events_seen')} events kept; window {agg.get('window_ns')} ns")
     print(f"FIGURE report: {wall:.1f} s, {rss_mib:.0f} MiB peak")
