@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "analysis/model/aggregate_report.h"
 #include "analysis/model/analyze.h"
 #include "analysis/model/report.h"
 #include "analysis/read/salvage.h"
@@ -232,6 +233,19 @@ int run_report(ReportOptions options) {
 
     if (int applies = check_gates_apply(report, options.gates); applies != kExitOk) return applies;
 
+    if (report.aggregate && (options.format == "perfetto" || options.format == "memory-viz")) {
+      fmt::print(stderr,
+                 "gpumemtrace: --format {} draws every allocation, and '{}' is an aggregate trace (run --aggregate), "
+                 "which keeps only the live set and per-window sums: use text, json, html or folded\n",
+                 options.format, options.trace_path);
+      return kExitBadInput;
+    }
+    if (report.aggregate && options.format == "html") {
+      fmt::print(stderr,
+                 "gpumemtrace: note: '{}' is an aggregate trace: the page's single allocations are those it kept "
+                 "(live at the end, at a peak or at a failure), and its curves are per window\n",
+                 options.trace_path);
+    }
     analysis::RenderOptions render_options;
     render_options.top = options.top;
     render_options.full_stacks = options.full_stacks;

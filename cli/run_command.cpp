@@ -37,6 +37,7 @@ struct RunOptions {
   bool simulate = false;
   std::string backend = "auto";
   bool verify = false;
+  bool aggregate = false;
   bool no_stacks = false;
   bool free_stacks = false;
   std::string unwind;  // empty: the library's default (fast)
@@ -221,6 +222,11 @@ int run(const RunOptions& options) {
                options.simulate ? "--simulate" : "--backend runtime");
     return kExitRunFailed;
   }
+  if (options.verify && options.aggregate) {
+    fmt::print(stderr, "gpumemtrace: --verify matches every event of the two backends one to one, and --aggregate "
+                       "keeps only a summary of them: use one or the other\n");
+    return kExitRunFailed;
+  }
   InstallLayout layout = find_install_layout();
   if (!file_exists(layout.preload_library)) {
     fmt::print(stderr, "gpumemtrace: the preload library is missing at '{}'; reinstall gpumemtrace\n",
@@ -258,7 +264,8 @@ int run(const RunOptions& options) {
                       {env::kNoStacks, options.no_stacks ? "1" : "0"},
                       {env::kFreeStacks, options.free_stacks ? "1" : "0"},
                       {env::kSimulated, options.simulate ? "1" : "0"},
-                      {env::kVerify, options.verify ? "1" : "0"}};
+                      {env::kVerify, options.verify ? "1" : "0"},
+                      {env::kAggregate, options.aggregate ? "1" : "0"}};
   if (!options.unwind.empty()) spec.environment.emplace_back(env::kUnwind, options.unwind);
   if (backend != schema::backend_names::kRuntime) {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
@@ -334,6 +341,7 @@ CommandAction add_run_command(CLI::App& app) {
       "  gpumemtrace run -o train.db -- python train.py --epochs 1\n"
       "  gpumemtrace run -o train.db -- python train.py   # PyTorch: leaks named by the tensor's Python line\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
+      "  gpumemtrace run --aggregate -o svc.db -- python serve.py   # a service for days: a bounded trace\n"
       "  gpumemtrace run --verify -o t.db -- ./app        # hooks and CUPTI both record; then:\n"
       "  gpumemtrace report --fail-on-disagreement t.db   # exit 1 if one saw an allocation the other did not\n"
       "  nsys profile --trace=cuda,nvtx gpumemtrace run --nvtx-emit -- ./app   # our markers in Nsight's timeline\n"
@@ -367,6 +375,11 @@ CommandAction add_run_command(CLI::App& app) {
                 "Cross-check the backends: the one --backend chooses counts, the other driver-level one records "
                 "every event too, and each event is matched one to one; `report` lists what one saw and the other "
                 "did not (--fail-on-disagreement exits 1 on any). A check mode: costs both backends' time");
+  run->add_flag("--aggregate", options->aggregate,
+                "A bounded trace for long runs (services): every allocation still live, those live at each new peak "
+                "and at failures, and per call stack and time window the allocations and frees; the file grows "
+                "with the live set and the number of call stacks, not with the run's length. Leaks, peaks, "
+                "failures and fragmentation stay exact; growth over time is per window (docs/trace-format.md)");
   run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
   run->add_flag("--free-stacks", options->free_stacks,
                 "Take call stacks for frees too (for your own SQL: the report attributes memory to the allocating "

@@ -176,6 +176,7 @@ size_t thread_buffers_in_use() {
 
 namespace {
 void record_event(EventRecord& event, bool take_stack);
+void flush_failure_now(Recorder& r);
 }  // namespace
 
 // One event in kSelfCostSampleEvery is timed (recorder/self_cost.h): the events of a hook that took the caller's
@@ -246,6 +247,14 @@ GMT_HOT void record_event(EventRecord& event, bool take_stack) {
   } else {
     hand_over_full_chunk(r, *buffer);
   }
+  // A failed allocation is the evidence an OOM post-mortem needs, and the process may be killed right after it (an
+  // orchestrator's OOM kill, the app's own exit(1)): it is committed before the failing call returns to the app.
+  if (__builtin_expect(event.kind == schema::EventKind::AllocFailed, 0) ||
+      __builtin_expect(event.kind == schema::EventKind::AllocatorSample &&
+                           event.allocator_sample.trigger == schema::SampleTrigger::Oom,
+                       0)) {
+    flush_failure_now(r);
+  }
 }
 
 }  // namespace
@@ -299,9 +308,10 @@ void unlock_after_fork_in_parent() {
 
 namespace {
 
-// Async-signal-safe: atomics, clock_gettime and nanosleep only. Everything that is not (SQLite, malloc,
-// mutexes) happens in the writer thread, which runs on while this thread waits here.
-bool request_flush(int timeout_ms, bool mark_complete) {
+// Async-signal-safe unless `wake_writer`: atomics, clock_gettime and nanosleep only. Everything that is not (SQLite,
+// malloc, mutexes) happens in the writer thread, which runs on while this thread waits here. A signal handler cannot
+// wake the writer (it polls the tickets every kSignalPollInterval); an app thread can, and does (`wake_writer`).
+bool request_flush(int timeout_ms, bool mark_complete, bool wake_writer = false) {
   if (t_holds_recorder_lock) return false;  // the writer would wait for the mutex this thread holds
   Recorder* r = g_recorder;
   if (!r) return false;
@@ -311,6 +321,12 @@ bool request_flush(int timeout_ms, bool mark_complete) {
   // Before the ticket: a writer that sees the ticket sees the request to mark the trace complete with it.
   if (mark_complete) r->complete_requested.store(true, std::memory_order_release);
   uint64_t ticket = r->flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (wake_writer) {
+    yield_to_fork(*r);
+    std::lock_guard lock(r->mutex);
+    r->wake_writer.notify_one();
+  }
+  if (t_never_wait) return true;  // PyTorch's allocator lock is held: the writer takes the ticket without us waiting
   uint64_t deadline = now_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
   while (r->flush_done.load(std::memory_order_acquire) < ticket) {
     if (!r->writer_serving.load(std::memory_order_acquire) || now_ns() > deadline) return false;
@@ -320,6 +336,15 @@ bool request_flush(int timeout_ms, bool mark_complete) {
     errno = saved_errno;
   }
   return true;
+}
+
+// After a failed allocation was appended (record_event): one batch with it, committed before the app goes on. ~1-2 ms
+// (the writer's watermark lag and one transaction): failures are rare, and this is what they are kept for. Bounded: a
+// writer stuck behind a backlog is given up on after kFailureFlushTimeoutMs, and the batch still comes.
+constexpr int kFailureFlushTimeoutMs = 1000;
+GMT_COLD void flush_failure_now(Recorder& r) {
+  (void)r;
+  request_flush(kFailureFlushTimeoutMs, /*mark_complete=*/false, /*wake_writer=*/true);
 }
 
 }  // namespace

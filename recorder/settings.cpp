@@ -37,6 +37,11 @@ void load_settings_from_environment() {
   if (const char* v = getenv(env::kEventCounters); v && *v) s.event_counters_path = v;
   if (const char* v = getenv(env::kNoStacks); v && *v == '1') s.take_stacks = false;
   if (const char* v = getenv(env::kFreeStacks); v && *v == '1') s.take_free_stacks = true;
+  if (const char* v = getenv(env::kAggregate); v && *v == '1') s.aggregate = true;
+  if (const char* v = getenv(env::kAggregateWindowMs); v && *v) {
+    const long long ms = std::atoll(v);
+    if (ms > 0 && ms < 86400000) s.aggregate_window_ns = static_cast<uint64_t>(ms) * 1000000ull;
+  }
   if (const char* v = getenv(env::kStackMemo); v && *v == '0') s.stack_memo = false;
   if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;
   if (const char* v = getenv(env::kUnwind); v && *v) {

@@ -18,7 +18,9 @@ struct Settings {
   std::string registry_path;
   std::string event_counters_path;  // GMT_EVENT_COUNTERS: mapped by the process `run` started only
   bool take_stacks = true;
-  bool take_free_stacks = false;  // only with take_stacks
+  bool take_free_stacks = false;              // only with take_stacks
+  bool aggregate = false;                     // GMT_AGGREGATE=1: a bounded trace (recorder/aggregator.h)
+  uint64_t aggregate_window_ns = 1000000000;  // GMT_AGGREGATE_WINDOW_MS: its first window
   bool simulated = false;
   UnwindMode unwind = UnwindMode::Fast;
   bool stack_memo = true;  // GMT_STACK_MEMO=0 turns the stack memo off (recorder/stacks.h), for comparisons

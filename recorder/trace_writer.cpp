@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "recorder/python_frame_table.h"
@@ -149,6 +150,31 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
   return true;
 }
 
+bool TraceWriter::enable_aggregate(uint64_t t0_ns, uint64_t first_window_ns, std::string& error) {
+  if (!db_) return false;
+  auto aggregator = std::make_unique<Aggregator>();
+  if (!exec("BEGIN")) return false;
+  if (!aggregator->open(db_, t0_ns, first_window_ns, error) || !exec("COMMIT")) {
+    exec("ROLLBACK");
+    aggregator->close();
+    if (error.empty()) error = last_error_;
+    return false;
+  }
+  aggregator_ = std::move(aggregator);
+  return true;
+}
+
+bool TraceWriter::checkpoint_now() {
+  if (!db_ || !aggregator_) return true;
+  if (!exec("BEGIN")) return false;
+  if (!aggregator_->end_batch(/*force=*/true, 0)) {
+    last_error_ = aggregator_->last_error();
+    exec("ROLLBACK");
+    return false;
+  }
+  return exec("COMMIT");
+}
+
 void TraceWriter::write_device(const DeviceDescription& device) {
   sqlite3_stmt* stmt = nullptr;
   if (!db_ || !prepare(&stmt, "INSERT OR REPLACE INTO devices(ordinal, name, uuid, total_bytes, pci_bus_id) "
@@ -228,6 +254,10 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
     for (size_t i = 0; i < run_lengths[r]; ++i) {
       const EventRecord& e = event_runs[r][i];
       if (observed) g_observer->on_event(e);
+      if (aggregator_ && (e.kind == schema::EventKind::RangeBegin || e.kind == schema::EventKind::RangeEnd)) {
+        aggregator_->on_range_event(e);
+        continue;
+      }
       if (e.kind == schema::EventKind::RangeBegin || e.kind == schema::EventKind::RangeEnd ||
           e.kind == schema::EventKind::Mark) {
         ok &= write_range_event(e);
@@ -238,7 +268,12 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
         continue;
       }
       if (e.kind == schema::EventKind::AllocatorSample) {
+        if (aggregator_ && e.allocator_sample.trigger == schema::SampleTrigger::Oom) aggregator_->on_framework_oom();
         ok &= write_allocator_sample(e);
+        continue;
+      }
+      if (aggregator_) {
+        ok &= aggregator_->on_call_event(e);
         continue;
       }
       if (e.kind != schema::EventKind::AllocFailed) {
@@ -261,6 +296,14 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
   }
   ok &= flush_event_group();
   ok &= insert_pending_ranges();
+  if (aggregator_) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    ok &= aggregator_->end_batch(
+        checkpoint_requested_, static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec));
+    if (!aggregator_->last_error().empty()) last_error_ = aggregator_->last_error();
+    checkpoint_requested_ = false;
+  }
   ok &= exec("COMMIT");
   if (ok) strings_written_ = strings_written;
   if (ok) python_frames_written_ = std::max(python_frames_written_, python_frames);
@@ -381,6 +424,8 @@ bool TraceWriter::insert_pending_ranges() {
 }
 
 void TraceWriter::close() {
+  if (aggregator_) aggregator_->close();
+  aggregator_.reset();
   for (sqlite3_stmt* s : {insert_event_, insert_event_group_, insert_failure_, insert_stack_, insert_frame_,
                           insert_module_, upsert_meta_, insert_pool_usage_, insert_string_, insert_range_, end_range_,
                           insert_mark_, insert_python_frame_, insert_allocator_sample_}) {

@@ -5,11 +5,13 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "recorder/aggregator.h"
 #include "recorder/driver_queries.h"
 #include "recorder/event.h"
 #include "recorder/stacks.h"
@@ -38,6 +40,15 @@ class TraceWriter {
   // Creates a new trace at `path` (the file must not exist: never overwrite) readable by the owner only.
   // On failure returns false and sets `error` to a sentence for the user.
   bool create(const std::string& path, std::string& error);
+
+  // `run --aggregate` (recorder/aggregator.h): from now on CUDA-call events and NVTX ranges go to the aggregator, which
+  // keeps a bounded trace. Right after create(). False (and `error` says why) when its tables cannot be made.
+  bool enable_aggregate(uint64_t t0_ns, uint64_t first_window_ns, std::string& error);
+  bool aggregating() const { return aggregator_ != nullptr; }
+  // The next batch ends with an aggregate checkpoint (a fatal-signal flush, the end): a no-op for a full trace.
+  void request_checkpoint() { checkpoint_requested_ = true; }
+  // An aggregate checkpoint now, in a transaction of its own (the end); a no-op for a full trace.
+  bool checkpoint_now();
 
   void set_meta(const char* key, const std::string& value);
   // The launcher's rank, local rank and world size, where the launcher said them.
@@ -103,6 +114,8 @@ class TraceWriter {
   };
   std::vector<PendingRange> pending_ranges_;
   std::unordered_map<uint64_t, size_t> pending_index_;  // ranges.id -> index in pending_ranges_
+  std::unique_ptr<Aggregator> aggregator_;
+  bool checkpoint_requested_ = false;
   std::string last_error_;
 };
 

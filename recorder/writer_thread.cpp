@@ -174,6 +174,9 @@ bool create_trace(Recorder& r) {
   r.writer.set_meta(schema::meta::kEventsTimeOrdered, "1");
   r.writer.set_meta(schema::meta::kComplete, "0");
   r.writer.set_launch_meta(s.launch);
+  if (s.aggregate && !r.writer.enable_aggregate(s.start_monotonic_ns, s.aggregate_window_ns, error)) {
+    warn_once("cannot keep an aggregate trace (" + error + "); writing the full trace instead");
+  }
   if (!s.registry_path.empty()) {
     int fd = ::open(s.registry_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (fd >= 0) {
@@ -296,7 +299,8 @@ bool write_batch_meta(Recorder& r, const BatchMeta& batch) {
 // What a clean end adds once the last event is written: the backend, the devices, how stacks were walked, the end
 // time and, last, complete = 1. Under write_mutex.
 void write_end_meta(Recorder& r) {
-  write_backend_meta(r);  // decided after the trace was created, in rare orders of first calls
+  r.writer.checkpoint_now();  // an aggregate trace's state, up to the last event, before complete = 1
+  write_backend_meta(r);      // decided after the trace was created, in rare orders of first calls
   write_devices_meta(r);
   write_stack_walk_meta(r);
   write_self_cost_meta(r);
@@ -373,7 +377,11 @@ void writer_main(Recorder* r) {
     }
     // A fatal-signal handler's flush must hold every event stamped before it asked, and the last batch every
     // event stamped before the exit (finish() writes only what came after, on the exiting thread).
-    if (stop || serving != r->flush_done.load(std::memory_order_relaxed)) wait_for_watermark_to_pass(now_ns());
+    if (stop || serving != r->flush_done.load(std::memory_order_relaxed)) {
+      wait_for_watermark_to_pass(now_ns());
+      std::lock_guard write_lock(r->write_mutex);
+      r->writer.request_checkpoint();  // an aggregate trace commits its state with this batch
+    }
     const uint64_t looked_at = now_ns();
     bool written = write_until(*r, looked_at - kWatermarkLag, /*scan_modules=*/true) && write_batch_meta(*r, meta);
     if (written) write_exit_path_meta(*r, serving != r->flush_done.load(std::memory_order_relaxed));

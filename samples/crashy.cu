@@ -8,6 +8,8 @@
 //   own-term      installs its own SIGTERM handler (prints, _exit(42)), leaks, raises SIGTERM
 //   hup-self      leaks, raises SIGHUP; if that did not kill it (SIGHUP ignored), exits with code 0
 //   steady        does not die: allocates and frees at a steady ~20k events/s for wait_ms, leaks, exits 0
+//   oom-kill      leaks, asks for more memory than any device has (fails), then SIGKILLs itself at once: only a
+//                 failure committed before the call returned survives (no handler runs, no periodic flush came)
 // "Early" allocations are made `wait_ms` before the death (long enough for the 200 ms periodic flush when
 // wait_ms >= 300), "late" ones right before it (only a flush at the signal can save them). Each mode prints
 // its truth lines on stdout and flushes before dying:
@@ -98,12 +100,24 @@ void steady(int duration_ms) {
   truth.print();
 }
 
+[[noreturn]] void oom_then_kill() {
+  leak_and_wait(0);
+  void* too_big = nullptr;
+  const size_t request = size_t{1} << 50;                          // 1 PiB: more than any device
+  if (cudaMalloc(&too_big, request) == cudaSuccess) std::exit(1);  // LEAK-SITE: oom_then_kill
+  std::printf("failed: request_bytes=%zu\n", request);
+  std::fflush(stdout);
+  raise(SIGKILL);
+  std::exit(1);  // not reached
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   int wait_ms = argc > 2 ? std::atoi(argv[2]) : 400;
   if (std::strcmp(mode, "busy-loop") == 0) busy_loop();
+  if (std::strcmp(mode, "oom-kill") == 0) oom_then_kill();
   if (std::strcmp(mode, "usr1") == 0) {
     struct sigaction action {};
     action.sa_handler = on_usr1;
@@ -146,6 +160,7 @@ int main(int argc, char** argv) {
     raise(SIGTERM);
     return 1;
   }
-  std::fprintf(stderr, "usage: crashy segv|abort|sigterm-self|busy-loop|usr1|own-term|hup-self|steady [wait_ms]\n");
+  std::fprintf(stderr,
+               "usage: crashy segv|abort|sigterm-self|busy-loop|usr1|own-term|hup-self|steady|oom-kill [wait_ms]\n");
   return 2;
 }

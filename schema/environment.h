@@ -47,6 +47,8 @@ inline constexpr const char* kNvtxEmit = "GMT_NVTX_EMIT";
 inline constexpr const char* kNvtxPeakStep = "GMT_NVTX_PEAK_STEP";
 // "1" (`run --verify`): both driver-level backends record every event, for the cross-check (recorder/backend.h).
 inline constexpr const char* kVerify = "GMT_VERIFY";
+// "1" (`run --aggregate`): a bounded trace (recorder/aggregator.h, docs/trace-format.md "Aggregate traces").
+inline constexpr const char* kAggregate = "GMT_AGGREGATE";
 
 // ---- set by `gpumemtrace run`, read by the in-process Python package ------------------------------------------
 
@@ -79,6 +81,9 @@ inline constexpr const char* kDebugDriverHooks = "GMT_DEBUG_DRIVER_HOOKS";
 // Milliseconds between cadence samples of a framework allocator's statistics (default 100; "0": none)
 // (python/gpumemtrace_inprocess/allocator_stats.py).
 inline constexpr const char* kAllocatorSampleMs = "GMT_ALLOCATOR_SAMPLE_MS";
+// Milliseconds: the first window of an aggregate trace (default 1000; it doubles as the run goes on). For tests that
+// need many windows in a short run (recorder/aggregator.h).
+inline constexpr const char* kAggregateWindowMs = "GMT_AGGREGATE_WINDOW_MS";
 // Where the PyTorch bridge is built and found, one file per torch build
 // (python/gpumemtrace_inprocess/torch_tracker.py).
 inline constexpr const char* kTorchBridgeCache = "GMT_TORCH_BRIDGE_CACHE";

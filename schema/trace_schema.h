@@ -35,7 +35,11 @@ namespace gmt::schema {
 // let go of a block that returns to the cache only at its later Free, after other streams finished with it), the
 // allocator's settings and calls (AllocatorCall events: empty_cache, _set_allocator_settings, memory fraction; meta
 // torch_alloc_conf, torch_version), and the device's free memory in a PyTorch OOM's address. No table changes.
-inline constexpr int kSchemaVersion = 10;
+// 11 = aggregate traces (`run --aggregate`, schema/aggregate_schema.h): meta trace_mode = "aggregate", the aggregate_*
+// tables, and an `events` table that keeps a subsequence of the full trace's rows under their full-trace ids; a full
+// v11 trace is a v10 one. The reader accepts every version up to this one (analysis/read/trace_file.cpp); an
+// aggregate trace is told by its meta (analysis/read/aggregate.cpp), not by it.
+inline constexpr int kSchemaVersion = 11;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 

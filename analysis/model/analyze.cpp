@@ -1,5 +1,8 @@
 #include "analysis/model/analyze.h"
 
+#include "analysis/model/aggregate_report.h"
+#include "analysis/read/aggregate.h"
+
 #include <memory>
 #include <string>
 
@@ -44,6 +47,10 @@ static Report analyze_event_set(const TraceFile& trace, const AnalyzeOptions& op
 }
 
 Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
+  const std::optional<AggregateTables> aggregate = read_aggregate_tables(trace);
+  if (aggregate) {
+    if (std::string refused = aggregate_refuses(options.filters); !refused.empty()) throw TraceError(refused);
+  }
   HeapPass heaps;
   Report report = analyze_event_set(trace, options, EventSet::CudaLevel, &heaps);
   AnalyzeOptions quiet_options = options;
@@ -62,6 +69,7 @@ Report analyze_trace(const TraceFile& trace, const AnalyzeOptions& options) {
     report.cross_check = std::make_shared<const CrossCheck>(
         cross_check_trace(trace, [&stacks](int64_t id) -> const Stack& { return stacks.load(id); }));
   }
+  if (aggregate) apply_aggregate(report, *aggregate, trace, options);
   return report;
 }
 

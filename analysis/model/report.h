@@ -25,7 +25,8 @@
 
 namespace gmt::analysis {
 
-struct CrossCheck;  // verify.h
+struct CrossCheck;        // verify.h
+struct AggregateSummary;  // aggregate_report.h
 
 // The memory kinds that count towards live bytes and the peak. Other codes (None, or unknown numbers in a
 // damaged trace) are tracked for leaks but not counted in live bytes.
@@ -581,6 +582,8 @@ struct Report {
   std::vector<HeapFragmentation> heap_fragmentation;  // per heap and device whose blocks were recorded
   // run --verify: the two backends' events matched one to one (verify.h); null for every other trace.
   std::shared_ptr<const CrossCheck> cross_check;
+  // run --aggregate: a bounded trace, whose over-time figures are per window (aggregate_report.h); null otherwise.
+  std::shared_ptr<const AggregateSummary> aggregate;
 };
 
 // Whether "no leaks" may be said: false when a heap's blocks were not (all) recorded.

@@ -603,6 +603,7 @@ std::string render_json(const Report& report, const RenderOptions& options) {
       {"findings", findings_json(report)},
       {"devices", devices_json(report.devices)},
       {"cross_check", cross_check_json(report)},
+      {"aggregate", aggregate_json(report)},
       {"filters", filters_json(report.filters)},
       {"totals", totals_json(report.totals)},
       {"peak_by_kind", per_kind(report.peak_by_kind)},

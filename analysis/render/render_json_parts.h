@@ -29,5 +29,8 @@ nlohmann::ordered_json imported_json(const ImportedMemory& imported);
 // groups[] (seen_by, missed_by, kind, api, memory_kind, count, bytes, first_time_ns, event_ids[], stack_id,
 // stack_missing, stack[]). render_verify.cpp.
 nlohmann::ordered_json cross_check_json(const Report& report);
+// aggregate: null for a full trace; else window_ns, windows, events_seen, events_kept, synchronize_events,
+// failures_with_context, failures_without_context, note (render_aggregate.cpp).
+nlohmann::ordered_json aggregate_json(const Report& report);
 
 }  // namespace gmt::analysis

@@ -270,6 +270,7 @@ void append_findings(std::string& out, const Report& report, const RenderOptions
 std::string render_text(const Report& report, const RenderOptions& options) {
   std::string out;
   append_header(out, report.trace);
+  append_aggregate_note(out, report);
   append_devices(out, report);
   append_findings(out, report, options);
   append_cross_check(out, report, options);

@@ -77,5 +77,7 @@ AllocatorCurves allocator_curves(const Report& report, const AllocatorDevice& de
 // "Framework allocator statistics" per device, and "PyTorch out of memory" (render_text_allocators.cpp).
 void append_allocator_stats(std::string& out, const Report& report);
 void append_allocator_ooms(std::string& out, const Report& report, const RenderOptions& options);
+// One line under the header for an aggregate trace (render_aggregate.cpp); nothing for a full one.
+void append_aggregate_note(std::string& out, const Report& report);
 
 }  // namespace gmt::analysis

@@ -123,6 +123,26 @@ class CrashTest(TraceDirTestCase):
         find_leak(report, "busy_loop")
         return report
 
+    def test_failed_allocation_survives_an_immediate_sigkill(self):
+        # The app fails an allocation and SIGKILLs itself as the call returns: no handler runs and no periodic
+        # flush comes in between, so the failure is there only because it was committed before the call returned
+        # (in both trace modes), with the leaks made before it.
+        for mode_args in ([], ["--aggregate"]):
+            with self.subTest(mode=mode_args):
+                trace = self.path(f"oom-kill{len(mode_args)}.db")
+                result = run_cli("run", "--simulate", *mode_args, "-o", trace, "--", sample("crashy"), "oom-kill")
+                self.assertEqual(result.returncode, 128 + signal.SIGKILL, result.stderr)
+                requested = int(result.stdout.split("failed: request_bytes=")[1].split()[0])
+                truth = parse_truth(result.stdout)[0]
+                report = report_json(trace)
+                self.assertFalse(report["trace"]["complete"])
+                self.assertEqual(report["totals"]["failed_allocations"], 1)
+                [failure] = report["failures"]
+                self.assertEqual(failure["requested_bytes"], requested)
+                self.assertEqual(failure["api"], "cudaMalloc")
+                self.assertIn("oom_then_kill", str(failure["stack"]))
+                self.assertEqual(report["totals"]["leaked_bytes"], truth["leaked_bytes"])
+
     def test_sigkill_keeps_the_periodic_flushes(self):
         self.kill_busy_app(signal.SIGKILL, "app")
 
