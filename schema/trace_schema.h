@@ -264,8 +264,9 @@ inline constexpr int kMaxFrameworkAllocator = 5;
 inline constexpr int kMaxSampleTrigger = 4;
 
 // Creates every table of a new trace. Run once, in one transaction, by the writer that creates the file.
-// Indexes that only the analyzer needs are created after the run (kCreateAnalysisIndexesSql), so the
-// profiled process never pays for them.
+// No index beyond the tables' keys: the profiled process never pays for one, and the analyzer reads events in order
+// (kCreateAnalysisIndexesSql below is no longer created after the run: docs/trace-format.md gives it for queries by
+// address).
 inline constexpr const char* kCreateSchemaSql = R"SQL(
 CREATE TABLE meta (
   key   TEXT PRIMARY KEY,
