@@ -7,7 +7,6 @@ fails without the carried wheel."""
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 WHEELS = os.path.join(SOURCE, ".gpu", "wheels")
 SESSION = os.path.join(HERE, "torch_session")
-PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
+PYTHON = os.environ.get("GMT_PYTHON", sys.executable)  # the suite's Python: the one that has torch, if any
 DEBIAN_PREFIX = "/tmp/gmt-prefix"  # scripts/gpu-suite.sh's unpacked Debian packages: never seen by the wheel
 
 
@@ -41,6 +40,15 @@ class GpuWheelTest(unittest.TestCase):
         venv = os.path.join(cls.folder.name, "venv")
         subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", venv], check=True)
         cls.python = os.path.join(venv, "bin", "python")
+        # The machine's torch may live in a venv of its own (the suite's Python), which --system-site-packages does
+        # not reach: a .pth line lets the fresh venv import that torch, and only that (no gpumemtrace there).
+        torch_home = subprocess.run([sys.executable, "-c", "import os, torch; print(os.path.dirname(os.path.dirname("
+                                     "torch.__file__)))"], capture_output=True, text=True)
+        if torch_home.returncode == 0 and not have_torch_cuda(cls.python):
+            site = subprocess.run([cls.python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+            with open(os.path.join(site, "machine-torch.pth"), "w") as f:
+                f.write(torch_home.stdout.strip() + "\n")
         cls.env = {k: v for k, v in os.environ.items() if not k.startswith("GMT_") and k != "PYTHONPATH"}
         paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p and DEBIAN_PREFIX not in p]
         cls.env["LD_LIBRARY_PATH"] = ":".join(paths)
