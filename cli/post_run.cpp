@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "analysis/format.h"
+#include "analysis/model/aggregate_report.h"
 #include "analysis/model/analyze.h"
 #include "analysis/model/findings.h"
 #include "analysis/model/report.h"
@@ -104,12 +105,15 @@ static std::string short_count(double value) {
 // recorder measured it (recorder/self_cost.h), so that a user sees the cost on their own program.
 static void print_cost_summary(const analysis::Report& report) {
   const analysis::TraceInfo& trace = report.trace;
-  std::string line = fmt::format("  recorded {} events", trace.event_count);
+  // An aggregate trace keeps few events as rows: the rate is of the events the recorder saw.
+  const uint64_t events = report.aggregate ? report.aggregate->events_seen : trace.event_count;
+  std::string line = fmt::format("  recorded {} events", events);
   if (trace.duration_ns > 0) {
-    const double per_second = static_cast<double>(trace.event_count) * 1e9 / static_cast<double>(trace.duration_ns);
+    const double per_second = static_cast<double>(events) * 1e9 / static_cast<double>(trace.duration_ns);
     line +=
         fmt::format(" in {} ({} per second)", analysis::format_duration(trace.duration_ns), short_count(per_second));
   }
+  if (report.aggregate) line += fmt::format(", {} kept as rows (run --aggregate)", report.aggregate->events_kept);
   std::vector<std::string> costs;
   if (trace.self_cost_block) {
     costs.push_back(

@@ -192,15 +192,18 @@ std::string AggregateSummary::note() const {
 }
 
 std::string aggregate_refuses(const EventFilters& filters) {
-  const char* option = filters.since_ns   ? "--since"
-                       : filters.until_ns ? "--until"
-                       : filters.range    ? "--range"
-                       : filters.min_size ? "--min-size"
-                                          : nullptr;
-  if (!option) return "";
+  // A snapshot's name stands for the time it gave (report --at NAME, --since NAME): the refusal names what was typed.
+  const std::string option =
+      filters.since_ns   ? (filters.since_snapshot ? "--since " + *filters.since_snapshot : "--since")
+      : filters.until_ns ? (filters.until_snapshot ? "--at " + *filters.until_snapshot : "--until")
+      : filters.range    ? "--range"
+      : filters.min_size ? "--min-size"
+                         : "";
+  if (option.empty()) return "";
+  const std::string flag = option.substr(0, option.find(' '));
   return fmt::format("{} needs every event, and this is an aggregate trace (run --aggregate keeps the live set and "
                      "per-window sums): report it without {}, or record a full trace",
-                     option, option);
+                     option, flag);
 }
 
 void apply_aggregate(Report& report, const AggregateTables& t, const TraceFile& trace, const AnalyzeOptions& options) {

@@ -155,7 +155,8 @@ class AggregateTest(TraceDirTestCase):
         trace, _ = self.record("refuse.db", "50", "10", "10", aggregate=True)
         for args, option in ((["--format", "perfetto", "-o", self.path("t.json")], "--format perfetto"),
                              (["--format", "memory-viz", "-o", self.path("s.pickle")], "--format memory-viz"),
-                             (["--since", "0.1"], "--since"), (["--range", "request"], "--range")):
+                             (["--since", "0.1"], "--since"), (["--until", "0.1"], "--until"),
+                             (["--range", "request"], "--range")):
             with self.subTest(option=option):
                 result = run_cli("report", *args, trace)
                 self.assertEqual(result.returncode, 2, result.stderr)
@@ -168,6 +169,31 @@ class AggregateTest(TraceDirTestCase):
         html = run_cli("report", "--format", "html", "-o", self.path("r.html"), trace)
         self.assertEqual(html.returncode, 0, html.stderr)
         self.assertIn("aggregate trace", html.stderr)
+
+    def test_the_summary_counts_what_was_seen_and_a_snapshot_is_refused_by_its_name(self):
+        # slow enough (~3 s) for a `ctl snapshot` while it runs
+        trace = self.path("snap.db")
+        app = subprocess.Popen([CLI, "run", "--simulate", "--aggregate", "-o", trace, "--", sample("service_loop"),
+                                "3000", "50", "25", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, **WINDOWS))
+        socket = trace + ".ctl"
+        deadline = time.monotonic() + 30
+        while not os.path.exists(socket) and app.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        snapshot = run_cli("ctl", trace, "snapshot", "mid")
+        _, stderr = app.communicate(timeout=300)
+        self.assertEqual(app.returncode, 0, stderr)
+        self.assertEqual(snapshot.returncode, 0, snapshot.stderr)
+        summary = report_json(trace)["aggregate"]
+        # The rate is of the events seen, not of the few kept as rows.
+        self.assertIn(f"recorded {summary['events_seen']} events in ", stderr)
+        self.assertIn(f", {summary['events_kept']} kept as rows (run --aggregate)", stderr)
+        self.assertLess(summary["events_kept"], summary["events_seen"] / 5)
+        result = run_cli("report", "--at", "mid", trace)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertEqual(result.stderr.strip().splitlines(),
+                         ["gpumemtrace: --at mid needs every event, and this is an aggregate trace (run --aggregate "
+                          "keeps the live set and per-window sums): report it without --at, or record a full trace"])
 
 
 if __name__ == "__main__":
