@@ -73,8 +73,8 @@ class GpuMemoryVizTest(TraceDirTestCase):
         self.assertEqual(sum(verdict["calc_active"]), sum(s["allocated_size"] for s in snapshot["segments"]))
         self.figures.append(f"memory_viz {name}: {len(snapshot['segments'])} segments ({len(torch_segments)} "
                             f"PyTorch's), reserved {reserved} = torch's, allocated {allocated} = torch's, "
-                            f"requested {requested} = torch's, {sum(len(t) for t in snapshot['device_traces'])} actions, {dropped} cut, "
-                            f"pickle {os.path.getsize(snap)} B")
+                            f"requested {requested} = torch's, {sum(len(t) for t in snapshot['device_traces'])} "
+                            f"actions, {dropped} cut, pickle {os.path.getsize(snap)} B")
 
     def test_default_allocator(self):
         self.check("default", "")
