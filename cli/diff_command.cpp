@@ -1,5 +1,5 @@
 // `gpumemtrace diff base.db new.db`: compare two runs for CI (analysis/model/diff.h): peak, leaks per call stack
-// and growth findings, exit 1 on a regression when asked.
+// and growth findings, exit 1 on a regression when asked; as text, JSON or an HTML page (render_export.h).
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
@@ -13,6 +13,7 @@
 #include "analysis/model/report.h"
 #include "analysis/read/salvage.h"
 #include "analysis/read/trace_file.h"
+#include "analysis/render/render_export.h"
 #include "cli/ci_gates.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -87,7 +88,9 @@ int run_diff(const DiffCommandOptions& options) {
     }
 
     analysis::TraceDiff diff = analysis::diff_reports(*base, *next, options.diff);
-    std::string text = options.format == "json" ? analysis::render_diff_json(diff) : analysis::render_diff_text(diff);
+    std::string text = options.format == "json"   ? analysis::render_diff_json(diff)
+                       : options.format == "html" ? analysis::render_diff_html(diff, *base, *next)
+                                                  : analysis::render_diff_text(diff);
     if (options.output_path.empty()) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
@@ -122,8 +125,11 @@ CommandAction add_diff_command(CLI::App& app) {
               "leaks per call stack (matched by function, file and line, not by address) and growth findings.");
   command->add_option("base", options->base_path, "The trace to compare against")->required()->type_name("BASE");
   command->add_option("new", options->new_path, "The trace under test")->required()->type_name("NEW");
-  command->add_option("--format", options->format, "Output format: text for people, json for scripts")
-      ->check(CLI::IsMember({"text", "json"}))
+  command
+      ->add_option("--format", options->format,
+                   "Output format: text for people, json for scripts, html for a page with both runs' memory over "
+                   "time and the stacks that changed (one file, opens offline)")
+      ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   command->add_option("-o,--output", options->output_path, "Write the diff to FILE instead of stdout")
       ->type_name("FILE");
@@ -143,6 +149,7 @@ CommandAction add_diff_command(CLI::App& app) {
                   "  gpumemtrace diff base.db new.db --fail-on-regression --threshold 5%\n"
                   "                                                          allow 5% more peak and leaked bytes\n"
                   "  gpumemtrace diff base.db new.db --format json -o diff.json --suppressions known.supp\n"
+                  "  gpumemtrace diff base.db new.db --format html -o diff.html  open in a browser\n"
                   "\n"
                   "Exit status: 0 when the diff was written (and, with --fail-on-regression, nothing regressed),\n"
                   "1 when --fail-on-regression found a regression, 2 when a trace or a suppressions file cannot be\n"

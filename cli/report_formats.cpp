@@ -1,5 +1,7 @@
 #include "cli/report_formats.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 
 #include "analysis/model/snapshot.h"
@@ -46,7 +48,16 @@ std::string render_report(const analysis::Report& report, const std::string& for
   if (format == "folded") {
     return analysis::render_folded(report, folded_of == "peak" ? analysis::FoldedOf::Peak : analysis::FoldedOf::Leaks);
   }
-  if (format == "memory-viz" && trace) return analysis::render_memory_viz(analysis::build_snapshot(*trace, filters));
+  if (format == "memory-viz" && trace) {
+    const analysis::Snapshot snapshot = analysis::build_snapshot(*trace, filters);
+    if (!snapshot.block_sizes_note.empty()) {
+      fmt::print(stderr,
+                 "gpumemtrace: memory-viz: PyTorch's blocks keep their requested sizes, not the rounded ones "
+                 "its own snapshot shows: {}\n",
+                 snapshot.block_sizes_note);
+    }
+    return analysis::render_memory_viz(snapshot);
+  }
   return analysis::render_text(report, options);
 }
 

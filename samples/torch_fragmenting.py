@@ -30,4 +30,5 @@ for round_index in range(ROUNDS):
     torch.cuda.nvtx.range_pop()
 stats = torch.cuda.memory_stats()
 print(f"torch: reserved={stats['reserved_bytes.all.current']} allocated={stats['allocated_bytes.all.current']} "
+      f"requested={stats['requested_bytes.all.current']} "
       f"inactive_split_peak={stats['inactive_split_bytes.all.peak']} retries={stats['num_alloc_retries']}", flush=True)

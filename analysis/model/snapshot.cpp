@@ -1,8 +1,12 @@
 #include "analysis/model/snapshot.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <iterator>
 #include <tuple>
+
+#include "schema/trace_schema.h"
 
 namespace gmt::analysis {
 
@@ -19,7 +23,19 @@ const char* to_string(SnapshotAction action) {
 
 uint64_t SnapshotSegment::allocated_bytes() const {
   uint64_t bytes = 0;
+  for (const SnapshotBlock& block : blocks) bytes += block.allocated && !block.pending ? block.size : 0;
+  return bytes;
+}
+
+uint64_t SnapshotSegment::active_bytes() const {
+  uint64_t bytes = 0;
   for (const SnapshotBlock& block : blocks) bytes += block.allocated ? block.size : 0;
+  return bytes;
+}
+
+uint64_t SnapshotSegment::requested_bytes() const {
+  uint64_t bytes = 0;
+  for (const SnapshotBlock& block : blocks) bytes += block.allocated ? block.requested : 0;
   return bytes;
 }
 
@@ -82,6 +98,26 @@ SnapshotSegment segment_of(const Lifetime& life, const char* type) {
   return segment;
 }
 
+// PyTorch's blocks at their real sizes when the replay reproduces the recording, else at the requested sizes with
+// the reason in block_sizes_note.
+void settle_block_sizes(const TraceFile& trace, const EventFilters& filters, Snapshot& snapshot) {
+  if (filters.until_ns) {
+    snapshot.block_sizes_note = "--until and --at show the blocks live at that moment; the replay of PyTorch's "
+                                "allocator gives their sizes at the end of the trace only";
+    return;
+  }
+  const replay::ReplayedBlockSizes real = replay::replay_block_sizes(trace, filters.device);
+  if (!real.replayed) {
+    if (real.has_torch) snapshot.block_sizes_note = real.why_not;
+    return;
+  }
+  if (std::optional<std::string> why_not = use_real_block_sizes(snapshot, real.by_device)) {
+    snapshot.block_sizes_note = *why_not;
+    return;
+  }
+  snapshot.block_sizes_replayed = true;
+}
+
 }  // namespace
 
 std::vector<Lifetime> join_mapped_parts(std::vector<Lifetime> segments) {
@@ -120,7 +156,54 @@ void fill_holes(SnapshotSegment& segment, std::vector<SnapshotBlock> live) {
   if (cursor < end) segment.blocks.push_back({cursor, end - cursor, false, 0});
 }
 
-Snapshot build_snapshot(const TraceFile& trace, const EventFilters& filters, size_t max_entries) {
+std::optional<std::string> use_real_block_sizes(
+    Snapshot& snapshot, const std::map<int64_t, std::unordered_map<uint64_t, replay::ReplayedBlock>>& real) {
+  std::vector<std::pair<size_t, SnapshotSegment>> changed;
+  for (size_t i = 0; i < snapshot.segments.size(); ++i) {
+    const SnapshotSegment& segment = snapshot.segments[i];
+    if (segment.source != static_cast<int64_t>(schema::Source::TorchAllocator) ||
+        (segment.segment_type != "small" && segment.segment_type != "large")) {
+      continue;
+    }
+    auto device = real.find(segment.device);
+    std::vector<SnapshotBlock> live;
+    uint64_t live_bytes = 0;
+    for (const SnapshotBlock& block : segment.blocks) {
+      if (!block.allocated) continue;
+      const replay::ReplayedBlock* replayed = nullptr;
+      if (device != real.end()) {
+        auto it = device->second.find(block.address);
+        if (it != device->second.end()) replayed = &it->second;
+      }
+      if (!replayed || replayed->requested != block.requested) {
+        return fmt::format("the replay {} the {} B block at {:#x} on device {}",
+                           replayed ? "holds another request than" : "does not hold", block.requested, block.address,
+                           segment.device);
+      }
+      SnapshotBlock sized = block;
+      sized.size = replayed->size;
+      sized.pending = replayed->pending;
+      if (sized.address + sized.size > segment.address + segment.total_size) {
+        return fmt::format("the replay's {} B block at {:#x} on device {} reaches past its segment", sized.size,
+                           sized.address, segment.device);
+      }
+      live_bytes += sized.size;
+      live.push_back(sized);
+    }
+    SnapshotSegment resized = segment;
+    resized.blocks.clear();
+    fill_holes(resized, std::move(live));
+    if (resized.active_bytes() != live_bytes) {  // fill_holes left out a block that overlaps the one before
+      return fmt::format("the replay's blocks overlap in the segment at {:#x} on device {}", segment.address,
+                         segment.device);
+    }
+    changed.emplace_back(i, std::move(resized));
+  }
+  for (auto& [i, segment] : changed) snapshot.segments[i] = std::move(segment);
+  return std::nullopt;
+}
+
+Snapshot build_snapshot(const TraceFile& trace, const EventFilters& filters, size_t max_entries, bool replay_sizes) {
   Snapshot snapshot;
   snapshot.max_entries = std::max<size_t>(1, max_entries);
   SnapshotSink sink(snapshot);
@@ -147,7 +230,7 @@ Snapshot build_snapshot(const TraceFile& trace, const EventFilters& filters, siz
     if (life.device < 0) continue;
     if (life.level == LifeLevel::Cuda) {
       SnapshotSegment segment = segment_of(life, "cuda");
-      segment.blocks.push_back({life.address, life.size, true, life.stack_id});
+      segment.blocks.push_back({life.address, life.size, true, life.stack_id, life.size});
       snapshot.segments.push_back(std::move(segment));
     } else if (life.level == LifeLevel::Block) {
       // The live segment of its device that holds it: the last one starting at or below its address.
@@ -156,13 +239,13 @@ Snapshot build_snapshot(const TraceFile& trace, const EventFilters& filters, siz
         auto candidate = std::prev(it);
         const SnapshotSegment& segment = candidate->second;
         if (segment.device == life.device && life.address + life.size <= segment.address + segment.total_size) {
-          blocks_of[candidate->first].push_back({life.address, life.size, true, life.stack_id});
+          blocks_of[candidate->first].push_back({life.address, life.size, true, life.stack_id, life.size});
           continue;
         }
       }
       ++snapshot.blocks_outside_segments;
       SnapshotSegment segment = segment_of(life, "unrecorded");
-      segment.blocks.push_back({life.address, life.size, true, life.stack_id});
+      segment.blocks.push_back({life.address, life.size, true, life.stack_id, life.size});
       snapshot.segments.push_back(std::move(segment));
     }
   }
@@ -174,6 +257,7 @@ Snapshot build_snapshot(const TraceFile& trace, const EventFilters& filters, siz
     return std::tie(a.device, a.address) < std::tie(b.device, b.address);
   });
   for (const SnapshotSegment& segment : snapshot.segments) snapshot.devices[segment.device];
+  if (replay_sizes) settle_block_sizes(trace, filters, snapshot);
 
   StackLoader loader(trace);
   auto load = [&](int64_t id) {

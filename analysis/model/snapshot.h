@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "analysis/model/lifetimes.h"
 #include "analysis/read/stacks.h"
 #include "analysis/read/trace_file.h"
+#include "analysis/replay/block_sizes.h"
 
 namespace gmt::analysis {
 
@@ -45,9 +47,11 @@ struct SnapshotEntry {
 
 struct SnapshotBlock {
   uint64_t address = 0;
-  uint64_t size = 0;
+  uint64_t size = 0;      // the block's: PyTorch's real size where the replay gave it, else what was requested
   bool allocated = true;  // false: a hole between live blocks ("inactive")
   int64_t stack_id = 0;
+  uint64_t requested = 0;  // what was asked for (allocated blocks)
+  bool pending = false;    // freed, waiting for the streams that used it ("active_pending_free"; replayed sizes only)
 };
 
 struct SnapshotSegment {
@@ -64,7 +68,9 @@ struct SnapshotSegment {
   bool expandable = false;            // PyTorch's expandable segment: its adjacent mapped parts joined
   std::vector<SnapshotBlock> blocks;  // in address order, covering the segment (holes as inactive blocks)
 
-  uint64_t allocated_bytes() const;
+  uint64_t allocated_bytes() const;  // blocks in use ("active_allocated"), as PyTorch's allocated_size
+  uint64_t active_bytes() const;     // and those pending their streams, as its active_size
+  uint64_t requested_bytes() const;  // what the active blocks asked for, as its requested_size
 };
 
 struct DeviceHistory {
@@ -79,6 +85,11 @@ struct Snapshot {
   uint64_t host_lives_left_out = 0;      // the app's allocations on device -1 (host memory)
   uint64_t blocks_outside_segments = 0;  // live blocks put in "unrecorded" segments
   int64_t duration_ns = 0;
+  // Where PyTorch's blocks' sizes come from: the replay of its caching allocator (analysis/replay/block_sizes.h:
+  // PyTorch's own block sizes), or, without it, the trace's requested sizes; block_sizes_note then says why, when
+  // the trace has PyTorch's allocator in it.
+  bool block_sizes_replayed = false;
+  std::string block_sizes_note;
   std::unordered_map<int64_t, Stack> stacks;  // every stack an entry or a block names (id 0: none taken)
 };
 
@@ -92,7 +103,15 @@ std::vector<Lifetime> join_mapped_parts(std::vector<Lifetime> segments);
 // left out (a damaged trace).
 void fill_holes(SnapshotSegment& segment, std::vector<SnapshotBlock> live);
 
+// PyTorch's segments' live blocks get their real sizes from `real` (a replay's, by device and recorded address), the
+// holes between them what is left. All or nothing: returns why not (a block the replay does not hold, or holds with
+// another request) and leaves the snapshot as it was.
+std::optional<std::string> use_real_block_sizes(
+    Snapshot& snapshot, const std::map<int64_t, std::unordered_map<uint64_t, replay::ReplayedBlock>>& real);
+
+// The segments live at the end and each device's last actions; PyTorch's blocks with their real sizes where the
+// replay can give them (`replay_sizes`), else with their requested sizes.
 Snapshot build_snapshot(const TraceFile& trace, const EventFilters& filters,
-                        size_t max_entries = kDefaultSnapshotEntries);
+                        size_t max_entries = kDefaultSnapshotEntries, bool replay_sizes = true);
 
 }  // namespace gmt::analysis

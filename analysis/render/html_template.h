@@ -16,8 +16,11 @@ inline constexpr std::string_view kHtmlDataSlot = "@@GMT_DATA@@";               
 inline constexpr std::string_view kHtmlViewerDataSlot = "@@GMT_VIEWER@@";       // the same, for the viewer (or null)
 inline constexpr std::string_view kHtmlD3Slot = "@@GMT_D3@@";                   // d3.min.js (assets/vendor)
 inline constexpr std::string_view kHtmlViewerScriptSlot = "@@GMT_VIEWER_JS@@";  // assets/viewer.js
+// The diff's page (assets/diff.html) has the title, header and d3 slots above and, between the header and d3, this.
+inline constexpr std::string_view kHtmlDiffDataSlot = "@@GMT_DIFF_DATA@@";
 
 std::string_view html_report_template();
+std::string_view html_diff_template();
 // The vendored d3 (assets/vendor/d3.min.js, BSD-3-Clause: assets/vendor/d3.LICENSE) and the viewer's script
 // (assets/viewer.js: the interactive timeline, stack panel, flamegraph, segment map and findings panel).
 std::string_view d3_script();

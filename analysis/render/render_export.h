@@ -8,6 +8,7 @@
 #include <string>
 
 #include "analysis/model/allocation_slices.h"
+#include "analysis/model/diff.h"
 #include "analysis/model/report.h"
 #include "analysis/model/viewer_data.h"
 #include "analysis/render/render.h"
@@ -33,6 +34,13 @@ inline constexpr size_t kMaxExportedRanges = 2000;
 // (live at the peak, leaked, allocated in total); the heaps' segment map at chosen moments; the findings panel. d3 is
 // inlined (assets/vendor), so the page still opens offline.
 std::string render_html(const Report& report, const RenderOptions& options = {}, const ViewerData* viewer = nullptr);
+
+// `diff --format html`: one HTML file that opens offline (d3 inlined): the runs, peaks, leaked bytes and regressions
+// in a header that reads without the script; both runs' live bytes over time (each report's timeline envelope, times
+// from each process start) on one time axis with zoom (#diff-timeline, a path.series per run); the call stacks whose
+// leaked bytes are new, gone, grew or shrank (#diff-stacks, the largest changes first, at most 1000), each with its
+// user frame and byte change, its full stack in #diff-stack-panel when clicked. Names from the traces are text.
+std::string render_diff_html(const TraceDiff& diff, const Report& base, const Report& next);
 
 // Chrome trace-event JSON (the JSON Object Format: {"traceEvents": [...], "displayTimeUnit": "ms"}), times
 // in microseconds since the process start. Counter events ("C") for every timeline series (one track for

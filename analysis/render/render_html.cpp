@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +11,7 @@
 #include "analysis/format.h"
 #include "analysis/model/tensor_blocks.h"
 #include "analysis/render/html_template.h"
+#include "analysis/render/html_text.h"
 #include "analysis/render/render_export.h"
 #include "analysis/render/render_viewer.h"
 
@@ -19,40 +19,6 @@ namespace gmt::analysis {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// For text and for attribute values in double or single quotes.
-std::string html_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// JSON inside <script>: the HTML parser ends the element at "</script" and treats "<!--" specially, and
-// neither can be escaped in HTML there. '<', '>' and '&' only occur inside JSON strings, where \u003c
-// and friends mean the same characters to JSON.parse.
-std::string script_safe_json(const std::string& json) {
-  std::string out;
-  out.reserve(json.size() + json.size() / 16);
-  for (char c : json) {
-    switch (c) {
-      case '<': out += "\\u003c"; break;
-      case '>': out += "\\u003e"; break;
-      case '&': out += "\\u0026"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // The Report as render_json writes it, with the unbounded lists cut (failures, ranges; leaks by --top).
 Json page_data(const Report& report, const RenderOptions& options) {
@@ -156,15 +122,6 @@ std::string header(const Report& report) {
   }
   out += "</table>\n</header>";
   return out + tensor_blocks_html(report);
-}
-
-// "</script" cannot occur in d3.min.js and viewer.js (checked here, so that a new version that has it fails loudly):
-// the HTML parser would end their <script> element there.
-std::string_view script_text(std::string_view script) {
-  if (script.find("</script") != std::string_view::npos || script.find("</SCRIPT") != std::string_view::npos) {
-    throw std::logic_error("an inlined script of the HTML page contains </script");
-  }
-  return script;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // pytorch.org/memory_viz and torch.cuda._memory_viz read (shared/fixtures has a real one):
 //   {"segments": [{device, address, total_size, allocated_size, active_size, requested_size, stream, segment_type,
 //                  segment_pool_id, is_expandable, frames, blocks: [{address, size, requested_size, state, frames}]}],
+//    (a block's size is PyTorch's real one where the replay of its allocator gave it, else the requested size: the
+//    "gpumemtrace" key's block_sizes says which; device_traces carry requested sizes, as PyTorch's own do)
 //    "device_traces": [[{action, addr, size, stream, time_us, frames, compile_context, user_metadata}], ...],
 //    "allocator_settings": {}, "external_annotations": [], "gpumemtrace": {what was cut or left out}}
 // Frames are {filename, line, name}, innermost first as PyTorch writes them.
@@ -58,7 +60,6 @@ class SnapshotPickler {
 
  private:
   void write_segment(const SnapshotSegment& segment) {
-    const uint64_t allocated = segment.allocated_bytes();
     p_.begin_dict();
     p_.key("device");
     p_.integer(segment.device);
@@ -67,11 +68,11 @@ class SnapshotPickler {
     p_.key("total_size");
     p_.unsigned_integer(segment.total_size);
     p_.key("allocated_size");
-    p_.unsigned_integer(allocated);
+    p_.unsigned_integer(segment.allocated_bytes());
     p_.key("active_size");
-    p_.unsigned_integer(allocated);
+    p_.unsigned_integer(segment.active_bytes());
     p_.key("requested_size");
-    p_.unsigned_integer(allocated);
+    p_.unsigned_integer(segment.requested_bytes());
     p_.key("stream");
     p_.integer(segment.stream);
     p_.key("segment_type");
@@ -94,9 +95,9 @@ class SnapshotPickler {
       p_.key("size");
       p_.unsigned_integer(block.size);
       p_.key("requested_size");
-      p_.unsigned_integer(block.allocated ? block.size : 0);
+      p_.unsigned_integer(block.allocated ? block.requested : 0);
       p_.key("state");
-      p_.interned(block.allocated ? "active_allocated" : "inactive");
+      p_.interned(!block.allocated ? "inactive" : block.pending ? "active_pending_free" : "active_allocated");
       p_.key("frames");
       write_frames(block.stack_id);
       p_.end_dict();
@@ -177,6 +178,12 @@ class SnapshotPickler {
     p_.unsigned_integer(snapshot_.blocks_outside_segments);
     p_.key("time_us_from");
     p_.str("the process start");
+    // "replayed": PyTorch's blocks have the sizes its own snapshot gives them (the replay of its allocator);
+    // "requested": what each tensor asked for (block_sizes_note says why, when the trace has PyTorch's allocator).
+    p_.key("block_sizes");
+    p_.str(snapshot_.block_sizes_replayed ? "replayed" : "requested");
+    p_.key("block_sizes_note");
+    p_.str(snapshot_.block_sizes_note);
     p_.end_dict();
   }
 

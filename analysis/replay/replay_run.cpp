@@ -182,6 +182,7 @@ class Replay {
     }
     result_.stats = engine_.stats();
     result_.segment_actions_matched = recorded_.matched;
+    if (inputs_.keep_held_blocks && !stopped_) result_.held_blocks = engine_.held_blocks();
     return std::move(result_);
   }
 

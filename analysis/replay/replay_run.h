@@ -62,6 +62,7 @@ struct ReplayInputs {
   // did not record empty_cache() (sorted).
   std::vector<int64_t> empty_cache_before;
   bool stop_at_first_oom = false;  // what-if: only the verdict on the first recorded OOM is wanted (report's use)
+  bool keep_held_blocks = false;   // hand back the blocks held at the end (ReplayResult::held_blocks)
 };
 
 // The figures of the recording itself (read in the self-check's pass, to the end of the trace).
@@ -108,6 +109,8 @@ struct ReplayResult {
   uint64_t unknown_frees = 0;  // frees of blocks the trace never allocated (recorded before the tracker attached)
   std::vector<int64_t> inferred_empty_cache;
   RecordedFigures recorded;
+  // With keep_held_blocks, when the replay reached the end of the trace: the blocks the program held then.
+  std::vector<CachingAllocatorReplay::HeldBlock> held_blocks;
 };
 
 ReplayResult run_replay(ActionSource& source, const ReplayInputs& inputs);

@@ -376,6 +376,15 @@ uint64_t CachingAllocatorReplay::try_merge_blocks(Block* dst, Block* src, Pool& 
 
 void CachingAllocatorReplay::empty_cache() { release_cached_blocks(); }
 
+std::vector<CachingAllocatorReplay::HeldBlock> CachingAllocatorReplay::held_blocks() const {
+  std::vector<HeldBlock> held;
+  held.reserve(by_key_.size());
+  for (const auto& [key, block] : by_key_) {
+    held.push_back({key, block->ptr, block->size, block->requested, !block->allocated});
+  }
+  return held;
+}
+
 void CachingAllocatorReplay::set_memory_fraction(double fraction) {
   allowed_memory_maximum_ = static_cast<uint64_t>(fraction * static_cast<double>(device_total_));
   set_fraction_ = true;

@@ -78,6 +78,17 @@ class CachingAllocatorReplay {
   void set_config(const TorchAllocatorConfig& config) { config_ = config; }
   void set_memory_fraction(double fraction);  // setMemoryFraction (of device_total)
 
+  // A block the program still holds (allocated, or freed and waiting for its streams), as the allocator has it: the
+  // size PyTorch's snapshot shows (rounded, and with the tail of a free block it handed out whole) and the request.
+  struct HeldBlock {
+    uint64_t key = 0;  // the recorded address
+    uint64_t address = 0;
+    uint64_t size = 0;
+    uint64_t requested = 0;
+    bool pending = false;  // freed (free_requested), back in the pool at its free_completed
+  };
+  std::vector<HeldBlock> held_blocks() const;
+
   // Whether get_free_block would find a cached block for this request now (no state changes).
   bool would_reuse(uint64_t orig_size, uint64_t stream) const;
   const ReplayStats& stats() const { return stats_; }

@@ -37,6 +37,8 @@ namespace {
 
 using analysis::TraceFile;
 
+}  // namespace
+
 void refuse_unless_replayable(const TraceFile& trace, const analysis::TorchReplayFacts& facts) {
   const std::string& path = trace.path();
   if (facts.cuda_malloc_async || facts.alloc_conf.value_or("").find("backend:cudaMallocAsync") != std::string::npos) {
@@ -66,7 +68,9 @@ void refuse_unless_replayable(const TraceFile& trace, const analysis::TorchRepla
   }
 }
 
-std::map<int64_t, std::string> read_settings_calls(const TraceFile& trace, const ReplayResult&) {
+namespace {
+
+std::map<int64_t, std::string> read_settings_calls(const TraceFile& trace) {
   std::map<int64_t, std::string> calls;
   for (int64_t n = 0;; ++n) {  // numbered from 0 without gaps by the recorder
     std::optional<std::string> text = analysis::read_settings_call(trace, n);
@@ -172,6 +176,20 @@ SettingRow replay_setting(const std::string& trace_path, int64_t device, const s
 
 }  // namespace
 
+ReplayInputs self_check_inputs(const TraceFile& trace, const analysis::TorchReplayFacts& facts, int64_t device) {
+  ReplayInputs inputs;
+  inputs.mode = ReplayMode::SelfCheck;
+  if (std::optional<std::string> error = apply_alloc_conf(facts.alloc_conf.value_or(""), inputs.config)) {
+    throw analysis::TraceError(
+        fmt::format("'{}' names allocator settings PyTorch would refuse: {}", trace.path(), *error));
+  }
+  inputs.settings_calls = read_settings_calls(trace);
+  for (const analysis::DeviceInfo& info : analysis::read_devices(trace)) {
+    if (info.ordinal == device && info.total_bytes) inputs.device_total = static_cast<uint64_t>(*info.total_bytes);
+  }
+  return inputs;
+}
+
 WhatIfReport run_whatif(const std::string& trace_path, const WhatIfOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   TraceFile trace = TraceFile::open(trace_path);
@@ -185,20 +203,9 @@ WhatIfReport run_whatif(const std::string& trace_path, const WhatIfOptions& opti
   report.torch_version = facts.torch_version;
   report.torch_git_version = facts.torch_git_version;
   report.settings_recorded = facts.alloc_conf.has_value();
-  for (const analysis::DeviceInfo& info : analysis::read_devices(trace)) {
-    if (info.ordinal == report.device && info.total_bytes)
-      report.device_total = static_cast<uint64_t>(*info.total_bytes);
-  }
-
-  ReplayInputs inputs;
-  inputs.mode = ReplayMode::SelfCheck;
-  if (std::optional<std::string> error = apply_alloc_conf(facts.alloc_conf.value_or(""), inputs.config)) {
-    throw analysis::TraceError(
-        fmt::format("'{}' names allocator settings PyTorch would refuse: {}", trace_path, *error));
-  }
+  ReplayInputs inputs = self_check_inputs(trace, facts, report.device);
+  if (inputs.device_total) report.device_total = inputs.device_total;
   report.recorded_settings = config_label(inputs.config);
-  inputs.settings_calls = read_settings_calls(trace, report.self_check);
-  inputs.device_total = report.device_total.value_or(0);
   std::vector<analysis::TorchAction> preloaded;
   const bool preload = analysis::highest_event_id(trace) <= options.preload_max_events;
   if (preload) {

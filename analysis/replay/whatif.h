@@ -72,6 +72,15 @@ struct WhatIfReport {
   uint64_t actions = 0;          // actions read by the self-check
 };
 
+// Throws NotReplayableError when the trace's PyTorch actions cannot be replayed (cudaMallocAsync, no tensor blocks,
+// lost events), with the reason.
+void refuse_unless_replayable(const analysis::TraceFile& trace, const analysis::TorchReplayFacts& facts);
+
+// The self-check's inputs for `device`: the recorded settings (the defaults where the trace has none) and their
+// later changes, the device's total memory. Throws analysis::TraceError when PyTorch would refuse the settings.
+ReplayInputs self_check_inputs(const analysis::TraceFile& trace, const analysis::TorchReplayFacts& facts,
+                               int64_t device);
+
 // Reads the trace and runs the replays. Throws analysis::TraceError (unreadable trace), NotReplayableError.
 WhatIfReport run_whatif(const std::string& trace_path, const WhatIfOptions& options);
 

@@ -31,6 +31,8 @@ segment_lines = memory_viz.segments(snapshot, format_flamegraph=as_text)
 
 # The bytes memory() attributes to live blocks, by its own flamegraph lines ("stream_0;active_allocated;... N").
 active = sum(int(line.rsplit(" ", 1)[1]) for line in memory_lines.splitlines() if ";active_allocated;" in line)
+# Of those, what the blocks hold beyond their requests (the rounding, an unsplit tail): "...;active_allocated;<gaps> N".
+gaps = sum(int(line.rsplit(" ", 1)[1]) for line in memory_lines.splitlines() if ";active_allocated;<gaps> " in line)
 print(json.dumps({
     "torch_import_seconds": round(import_seconds, 2),
     "trace_plot_chars": len(trace_page),
@@ -42,6 +44,7 @@ print(json.dumps({
     # trace() ends each device's text without a newline: "TOTAL MEM: ...Device 1 ----".
     "trace_devices": [int(n) for n in re.findall(r"Device (\d+) -+", replay)],
     "memory_active_bytes": active,
+    "memory_gaps_bytes": gaps,
     "segment_lines": len(segment_lines.splitlines()),
     "calc_active": [memory_viz.calc_active(segment) for segment in snapshot["segments"]],
 }))

@@ -11,16 +11,24 @@ import sqlite3
 import unittest
 
 from gmt_e2e import TraceDirTestCase, report_json, run_cli, sample
-from torch_shaped_trace import (A, B, C, F, LIVE_AT_END, MIB, SEGMENTS_AT_END, X, add_expandable_segment,
+from torch_shaped_trace import (A, B, C, F, LIVE_AT_END, MIB, R_LARGE, R_SMALL, REPLAYED_LARGE, REPLAYED_SMALL,
+                                SEGMENTS_AT_END, X, add_expandable_segment, make_replayable_torch_trace,
                                 make_torch_shaped_trace)
 
 
-def snapshot_of(test, trace, *extra):
+def snapshot_of(test, trace, *extra, stderr=None):
     out = test.path("snap.pickle")
     result = run_cli("report", "--format", "memory-viz", "-o", out, *extra, trace)
     test.assertEqual(result.returncode, 0, result.stderr)
+    if stderr is not None:
+        stderr.append(result.stderr)
     with open(out, "rb") as f:
         return pickle.load(f)
+
+
+def blocks_in(snapshot, address):
+    [segment] = [s for s in snapshot["segments"] if s["address"] == address]
+    return [(b["address"] - address, b["size"], b["requested_size"], b["state"]) for b in segment["blocks"]]
 
 
 def live_by_device(snapshot):
@@ -44,13 +52,17 @@ class MemoryVizTest(TraceDirTestCase):
         for segment in snapshot["segments"]:
             blocks = segment["blocks"]
             self.assertEqual(sum(b["size"] for b in blocks), segment["total_size"], segment)
-            active = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
-            self.assertEqual(active, segment["allocated_size"])
+            allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+            self.assertEqual(allocated, segment["allocated_size"])
+            active = [b for b in blocks if b["state"] in ("active_allocated", "active_pending_free")]
+            self.assertEqual(sum(b["size"] for b in active), segment["active_size"])
+            self.assertEqual(sum(b["requested_size"] for b in active), segment["requested_size"])
             # Blocks in address order, back to back from the segment's start.
             cursor = segment["address"]
             for block in blocks:
                 self.assertEqual(block["address"], cursor)
-                self.assertIn(block["state"], ("active_allocated", "inactive"))
+                self.assertIn(block["state"], ("active_allocated", "active_pending_free", "inactive"))
+                self.assertLessEqual(block["requested_size"], block["size"])
                 for frame in block["frames"]:
                     self.assertEqual(set(frame), {"filename", "line", "name"})
                 cursor += block["size"]
@@ -166,6 +178,41 @@ class MemoryVizTest(TraceDirTestCase):
                          [(0, MIB, "inactive"), (MIB, 2 * MIB, "active_allocated"), (3 * MIB, MIB, "inactive")])
         self.assertEqual(live_by_device(snapshot)[2], 2 * MIB)
         self.assertEqual(snapshot["gpumemtrace"]["blocks_outside_segments"], 1)  # F only
+
+    def test_blocks_have_pytorchs_sizes_where_the_replay_reproduces_the_recording(self):
+        trace = self.path("replayable.db")
+        make_replayable_torch_trace(trace)
+        stderr = []
+        snapshot = snapshot_of(self, trace, stderr=stderr)
+        self.assertNotIn("memory-viz", stderr[0])
+        self.check_shape(snapshot)
+        self.assertEqual((snapshot["gpumemtrace"]["block_sizes"], snapshot["gpumemtrace"]["block_sizes_note"]),
+                         ("replayed", ""))
+        self.assertEqual(blocks_in(snapshot, R_LARGE), REPLAYED_LARGE)
+        self.assertEqual(blocks_in(snapshot, R_SMALL), REPLAYED_SMALL)
+        figures = {s["address"]: (s["allocated_size"], s["active_size"], s["requested_size"])
+                   for s in snapshot["segments"]}
+        self.assertEqual(figures, {R_LARGE: (20 * MIB, 20 * MIB, 19 * MIB + 100), R_SMALL: (2048, 6144, 5700)})
+        # The history keeps what each tensor asked for, as PyTorch's own does.
+        self.assertEqual(live_by_device(snapshot), {0: 19 * MIB + 100 + 1000 + 700 + 4000})
+
+    def test_an_older_trace_keeps_the_requested_sizes_and_says_why(self):
+        trace = self.path("older.db")
+        make_replayable_torch_trace(trace, older=True)
+        stderr = []
+        snapshot = snapshot_of(self, trace, stderr=stderr)
+        self.check_shape(snapshot)
+        why = ("the trace was recorded with schema 9, before PyTorch's allocator settings and calls were recorded "
+               "(v10)")
+        lines = [line for line in stderr[0].splitlines() if "memory-viz" in line]
+        self.assertEqual(lines, ["gpumemtrace: memory-viz: PyTorch's blocks keep their requested sizes, not the "
+                                 "rounded ones its own snapshot shows: " + why])
+        self.assertEqual((snapshot["gpumemtrace"]["block_sizes"], snapshot["gpumemtrace"]["block_sizes_note"]),
+                         ("requested", why))
+        self.assertEqual(blocks_in(snapshot, R_LARGE),
+                         [(0, 3 * MIB, 3 * MIB, "active_allocated"),
+                          (3 * MIB, 16 * MIB + 100, 16 * MIB + 100, "active_allocated"),
+                          (19 * MIB + 100, MIB - 100, 0, "inactive")])
 
     def test_device_filter(self):
         trace = self.path("torch.db")

@@ -10,7 +10,7 @@ import sys
 import unittest
 
 from gmt_e2e import TraceDirTestCase, report_json, run_cli, sample
-from torch_shaped_trace import LIVE_AT_END, SEGMENTS_AT_END, make_torch_shaped_trace
+from torch_shaped_trace import LIVE_AT_END, MIB, SEGMENTS_AT_END, make_replayable_torch_trace, make_torch_shaped_trace
 
 DEFAULT_VENV = "/opt/gpumemtrace-torch-venv"
 TORCH_PYTHON = os.environ.get("GMT_TORCH_PYTHON") or os.path.join(
@@ -63,6 +63,18 @@ class MemoryVizTorchTest(TraceDirTestCase):
         self.assertEqual(result["memory_active_bytes"], sum(LIVE_AT_END.values()))
         self.assertEqual(sorted(result["calc_active"]), sorted(held for _, held, _ in SEGMENTS_AT_END.values()))
         self.assertEqual(result["trace_devices"], [0, 1])
+
+    def test_replayed_block_sizes(self):
+        trace = self.path("replayable.db")
+        make_replayable_torch_trace(trace)
+        result = self.torch_reads(trace)
+        # Live blocks at PyTorch's sizes: 3 MiB and 17 MiB (handed out whole), 1024 B twice (the 4096 B block is
+        # pending its streams: not allocated).
+        self.assertEqual(sorted(result["calc_active"]), [2048, 20 * MIB])
+        self.assertEqual(result["memory_active_bytes"], 20 * MIB + 2048)
+        # memory() weighs each block by its request and shows the rest as "<gaps>": the tail and the rounding.
+        self.assertEqual(result["memory_gaps_bytes"], (MIB - 100) + 24 + 324)
+        self.assertEqual(result["segsum_segments"], ["segments: 2"])
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ What it holds (times in ms from the process start; MiB sizes):
             cudaMalloc B 8 (a library's buffer beside PyTorch's cache, kept),
             block F 1 outside every recorded segment (kept);
   device 1  cudaMalloc D 4 (kept), E 1 (freed).
+make_replayable_torch_trace writes another trace, one that the what-if replay of PyTorch's allocator reproduces.
 """
 import sqlite3
 
@@ -105,4 +106,48 @@ def add_expandable_segment(path):
                        "address, size, stack_id, error) VALUES (?, ?, ?, ?, ?, 1000, 2, 0, ?, ?, ?, 0)",
                        (start + ms * 1_000_000, kind, api, TORCH, TENSOR_BLOCK, address, size,
                         stack if kind == ALLOC else 0))
+    db.close()
+
+
+# make_replayable_torch_trace's layout: what PyTorch's default caching allocator does with its requests, worked out
+# from CUDACachingAllocator.cpp (analysis/replay/ replays it; tests/unit/snapshot_block_sizes_test.cpp has the rules).
+R_LARGE, R_SMALL = 0x7F6000000000, 0x7F6004000000
+# (offset in its segment, the block's real size, requested, state)
+REPLAYED_LARGE = [(0, 3 * MIB, 3 * MIB, "active_allocated"),
+                  (3 * MIB, 17 * MIB, 16 * MIB + 100, "active_allocated")]  # handed out whole: its 1 MiB - 512 B tail
+REPLAYED_SMALL = [(0, 1024, 1000, "active_allocated"), (1024, 1024, 700, "active_allocated"),
+                  (2048, 4096, 4000, "active_pending_free"), (6144, 2 * MIB - 6144, 0, "inactive")]
+FREE_REQUESTED, FREE_REQUESTED_API = 27, 65
+
+
+def make_replayable_torch_trace(path, older=False):
+    """A trace of schema 10 or later whose PyTorch actions the what-if replay reproduces (device 0): a 20 MiB segment
+    with a 3 MiB block and a 16 MiB + 100 B one handed out whole, a 2 MiB small-pool segment with blocks of 1000 B and
+    700 B and one of 4000 B freed but pending its streams. `older=True` marks it schema 9, from before PyTorch's
+    allocator settings were recorded, and leaves them out."""
+    result = run_cli("run", "-q", "--simulate", "-o", path, "--", sample("no_leaks"))
+    assert result.returncode == 0, result.stderr
+    db = sqlite3.connect(path)
+    with db:
+        start = int(db.execute("SELECT value FROM meta WHERE key = 'start_monotonic_ns'").fetchone()[0])
+        db.execute("DELETE FROM events")
+        db.execute("DELETE FROM alloc_failures")
+        for ms, kind, api, address, size in (
+                (1, SEGMENT_ALLOC, SEGMENT_ALLOC_API, R_LARGE, 20 * MIB),
+                (2, ALLOC, BLOCK_ALLOC, R_LARGE, 3 * MIB),
+                (3, ALLOC, BLOCK_ALLOC, R_LARGE + 3 * MIB, 16 * MIB + 100),
+                (4, SEGMENT_ALLOC, SEGMENT_ALLOC_API, R_SMALL, 2 * MIB),
+                (5, ALLOC, BLOCK_ALLOC, R_SMALL, 1000),
+                (6, ALLOC, BLOCK_ALLOC, R_SMALL + 1024, 700),
+                (7, ALLOC, BLOCK_ALLOC, R_SMALL + 2048, 4000),
+                (8, FREE_REQUESTED, FREE_REQUESTED_API, R_SMALL + 2048, 4000)):
+            db.execute("INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, address, "
+                       "size, stack_id, error) VALUES (?, ?, ?, ?, ?, 1000, 0, 0, ?, ?, 0, 0)",
+                       (start + ms * 1_000_000, kind, api, TORCH, TENSOR_BLOCK, address, size))
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('tensor_blocks', '1')")
+        db.execute("DELETE FROM meta WHERE key = 'torch_alloc_conf'")
+        if older:
+            db.execute("PRAGMA user_version = 9")
+        else:
+            db.execute("INSERT INTO meta(key, value) VALUES ('torch_alloc_conf', '')")
     db.close()
