@@ -27,7 +27,7 @@ python3 -m pip download -q --no-deps -d .gpu/wheels nvidia-cuda-runtime-cu12 nvi
 python3 -m pip download -q -d .gpu/wheels --only-binary=:all: pytest
 if [ -z "${GMT_NO_WHEEL:-}" ]; then
   rm -f .gpu/wheels/gpumemtrace-*.whl
-  GMT_WHEEL_DIR=build/dist-gpu GMT_WHEEL_BUILD_DIR=${GMT_WHEEL_BUILD_DIR:-build} scripts/build-wheel.sh >/dev/null
+  GMT_WHEEL_DIR=build/dist-gpu GMT_WHEEL_BUILD_DIR=${GMT_WHEEL_BUILD_DIR:-build/wheel} scripts/build-wheel.sh >/dev/null
   cp build/dist-gpu/gpumemtrace-*.whl .gpu/wheels/
 fi
 ls -1 .gpu/wheels | xargs echo "gpu-prepare: wheels in .gpu/wheels:"
