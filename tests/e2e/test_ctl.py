@@ -9,19 +9,10 @@ import tempfile
 import time
 import unittest
 
-from gmt_e2e import CLI, TraceDirTestCase, find_leak, report_json, run_cli, sample
+from gmt_e2e import CLI, TraceDirTestCase, find_leak, report_json, run_cli, sample, wait_for
 
 MiB = 1 << 20
 ALLOC, FREE = 1, 2  # event_kinds.id of Alloc and Free (schema/trace_schema.h)
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class ControlChannelTest(TraceDirTestCase):
