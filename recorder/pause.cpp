@@ -53,6 +53,7 @@ extern "C" __attribute__((visibility("default"))) int gmt_set_recording_paused(i
   } else {
     switch_capture(true);
     g_recording_paused.store(false, std::memory_order_relaxed);
+    register_exit_pool_sampling();  // run --paused: not at the writer's start (recorder.h says why)
     g_paused_ns += now - g_paused_since_ns;
   }
   // Written with the next batch; a pause still open at exit is counted up to its start only.

@@ -66,6 +66,10 @@ void set_meta_later(std::string key, std::string value);
 // its control channel exist from then on, so that `gpumemtrace ctl ... resume` can reach the process.
 void pause_from_load();
 void begin_paused_start();
+// The exit handler that samples every stream-ordered pool once more while the runtime still answers (pool_peaks.h):
+// registered when the writer starts, or, when it started paused, at the first resume (once). An atexit handler runs
+// before those registered before it, so it must come after the CUDA runtime's own teardown was registered.
+void register_exit_pool_sampling();
 
 // Writes everything buffered so far and marks the trace complete. Called at exit; safe to call twice.
 // With `close`, the trace is closed and later events are dropped.

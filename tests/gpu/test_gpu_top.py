@@ -130,7 +130,9 @@ class GpuTopTest(TraceDirTestCase):
                     with open(self.path(f"top-{mode}.txt")) as f:
                         frames = max(frames, len(re.findall(r"^pid \d+ ", f.read(), re.M)))
                 rates.setdefault(watched, []).append(served(out)[1])
-            self.assertGreaterEqual(frames, seconds // 2)  # it did refresh about every second
+            # It refreshed: about every second on the bounded aggregate trace; a full trace's refresh analyzes every
+            # event so far, and takes longer as the run goes on (the frames say how often it managed).
+            self.assertGreaterEqual(frames, seconds // 2 if mode == "aggregate" else 2)
             plain = sum(rates[False]) / len(rates[False])
             with_top = sum(rates[True]) / len(rates[True])
             self.figures.append(f"top's cost ({mode} trace, {seconds} s of serving, 2 interleaved pairs): "
