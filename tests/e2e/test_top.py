@@ -100,6 +100,25 @@ class TopTest(TraceDirTestCase):
         self.assertIn(f"{entries} allocs", live)
         self.assertEqual(held, entries * KV_BYTES)
 
+    def test_it_refreshes_until_the_process_ends_even_when_killed(self):
+        trace, app = self.start_service("killed.db", "1000000", "50", "20", "200")
+        pid = int(run_cli("ctl", trace, "status").stdout.split("ok pid ")[1].split()[0])
+        with open(self.path("frames.txt"), "w") as out:
+            watcher = subprocess.Popen([CLI, "top", "--interval", "0.2", trace], stdout=out, stderr=subprocess.PIPE,
+                                       text=True)
+            time.sleep(1.5)
+            os.kill(pid, 9)  # the app, not `run`: its socket stays behind, its trace incomplete
+            _, err = watcher.communicate(timeout=30)
+            self.assertEqual(watcher.returncode, 0, err)
+        app.wait(timeout=30)
+        self.assertTrue(is_socket(trace + ".ctl"))
+        with open(self.path("frames.txt")) as f:
+            frames = re.findall(r"^pid \d+ .*\[(.*)\]$", f.read(), re.M)
+        self.assertGreaterEqual(len(frames), 3, frames)
+        self.assertEqual(frames[0], "running")
+        self.assertEqual(frames[-1], "ended (trace incomplete)")
+        self.assertEqual(frames.count("ended (trace incomplete)"), 1)
+
     def test_finished_traces_full_and_aggregate(self):
         for mode in ([], ["--aggregate"]):
             with self.subTest(mode=mode):
