@@ -23,5 +23,6 @@ CommandAction add_symbolize_command(CLI::App& app);  // cli/symbolize_command.cp
 CommandAction add_diff_command(CLI::App& app);       // cli/diff_command.cpp
 CommandAction add_ctl_command(CLI::App& app);        // cli/ctl_command.cpp
 CommandAction add_whatif_command(CLI::App& app);     // cli/whatif_command.cpp
+CommandAction add_top_command(CLI::App& app);        // cli/top_command.cpp
 
 }  // namespace gmt::cli

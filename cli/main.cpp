@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
       "  gpumemtrace report trace.db                   leaks by call stack, peak, totals\n"
       "  gpumemtrace diff base.db new.db               what regressed between two runs (for CI)\n"
       "  gpumemtrace whatif trace.db                   another PyTorch allocator setting, replayed\n"
-      "  gpumemtrace ctl PID snapshot NAME             mark a moment of a running process (also pause, resume)\n",
+      "  gpumemtrace ctl PID snapshot NAME             mark a moment of a running process (also pause, resume)\n"
+      "  gpumemtrace top PID                           watch a running process: live bytes, top and growing lines\n",
       "gpumemtrace"};
   app.set_version_flag("--version", "gpumemtrace " GMT_VERSION);
   app.require_subcommand(1);
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
       gmt::cli::add_diff_command(app),       // cli/diff_command.cpp
       gmt::cli::add_whatif_command(app),     // cli/whatif_command.cpp
       gmt::cli::add_ctl_command(app),        // cli/ctl_command.cpp
+      gmt::cli::add_top_command(app),        // cli/top_command.cpp
   };
 
   int cli_argc = argc;

@@ -38,6 +38,7 @@ struct RunOptions {
   std::string backend = "auto";
   bool verify = false;
   bool aggregate = false;
+  bool paused = false;
   bool no_stacks = false;
   bool free_stacks = false;
   std::string unwind;  // empty: the library's default (fast)
@@ -265,7 +266,8 @@ int run(const RunOptions& options) {
                       {env::kFreeStacks, options.free_stacks ? "1" : "0"},
                       {env::kSimulated, options.simulate ? "1" : "0"},
                       {env::kVerify, options.verify ? "1" : "0"},
-                      {env::kAggregate, options.aggregate ? "1" : "0"}};
+                      {env::kAggregate, options.aggregate ? "1" : "0"},
+                      {env::kStartPaused, options.paused ? "1" : "0"}};
   if (!options.unwind.empty()) spec.environment.emplace_back(env::kUnwind, options.unwind);
   if (backend != schema::backend_names::kRuntime) {
     // The driver loads this at cuInit and calls its InitializeInjection: the earliest moment for CUPTI.
@@ -342,6 +344,8 @@ CommandAction add_run_command(CLI::App& app) {
       "  gpumemtrace run -o train.db -- python train.py   # PyTorch: leaks named by the tensor's Python line\n"
       "  gpumemtrace run --simulate -o demo.db ./leaky     # no GPU needed: simulated CUDA runtime\n"
       "  gpumemtrace run --aggregate -o svc.db -- python serve.py   # a service for days: a bounded trace\n"
+      "  gpumemtrace run --paused -o svc.db -- ./server &   # then, for the hour that matters:\n"
+      "  gpumemtrace ctl svc.db resume; gpumemtrace top svc.db   # see `ctl --help`, `top --help`\n"
       "  gpumemtrace run --verify -o t.db -- ./app        # hooks and CUPTI both record; then:\n"
       "  gpumemtrace report --fail-on-disagreement t.db   # exit 1 if one saw an allocation the other did not\n"
       "  nsys profile --trace=cuda,nvtx gpumemtrace run --nvtx-emit -- ./app   # our markers in Nsight's timeline\n"
@@ -380,6 +384,11 @@ CommandAction add_run_command(CLI::App& app) {
                 "and at failures, and per call stack and time window the allocations and frees; the file grows "
                 "with the live set and the number of call stacks, not with the run's length. Leaks, peaks, "
                 "failures and fragmentation stay exact; growth over time is per window (docs/trace-format.md)");
+  run->add_flag("--paused", options->paused,
+                "Start with recording paused: the app runs, nothing is recorded until `gpumemtrace ctl PID resume` "
+                "(PID: the app's, or this run's). The trace and its control channel exist from the app's first CUDA "
+                "call. Memory allocated while paused and freed later counts as unmatched frees, never as a leak; "
+                "the report says how long recording was paused");
   run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
   run->add_flag("--free-stacks", options->free_stacks,
                 "Take call stacks for frees too (for your own SQL: the report attributes memory to the allocating "

@@ -10,6 +10,7 @@
 #include "interpose/hooks_reach.h"
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
+#include "recorder/recorder.h"
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
 
@@ -62,6 +63,8 @@ GMT_COLD void start_backend() {
   t_deciding = true;
   decide_and_prepare_stacks();
   t_deciding = false;
+  // run --paused: the process's first CUDA call opens its trace and control channel, recording still paused.
+  if (recorder::settings().start_paused) recorder::begin_paused_start();
 }
 
 GMT_HOT void ensure_backend_started() {

@@ -31,17 +31,6 @@ std::string g_socket_path;
 constexpr int kRequestWaitMs = 200;  // a client that connected but sends nothing in this time is dropped
 constexpr size_t kMaxRequestBytes = 512;
 
-// A mark in the domain "gpumemtrace" at this moment, recorded like an NVTX mark of the writer thread.
-void record_control_mark(std::string_view name) {
-  EventRecord e;
-  e.time_ns = now_ns();
-  e.thread_id = current_thread_id();
-  e.kind = schema::EventKind::Mark;
-  e.mark = MarkPayload{intern_string(name), intern_string("gpumemtrace")};
-  NeverWaitScope never_wait;  // the writer thread must not wait for itself
-  record(e, /*take_stack=*/false);
-}
-
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
   size_t start = 0;
@@ -110,6 +99,16 @@ void serve_one(int fd) {
 }
 
 }  // namespace
+
+void record_control_mark(std::string_view name) {
+  EventRecord e;
+  e.time_ns = now_ns();
+  e.thread_id = current_thread_id();
+  e.kind = schema::EventKind::Mark;
+  e.mark = MarkPayload{intern_string(name), intern_string("gpumemtrace")};
+  NeverWaitScope never_wait;  // the writer thread must not wait for itself
+  record(e, /*take_stack=*/false);
+}
 
 std::string control_socket_path(const std::string& trace_path) { return trace_path + ".ctl"; }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace gmt::recorder {
 
@@ -25,6 +26,10 @@ void open_control_channel(const std::string& trace_path);
 void serve_control_requests();
 // Closes the channel and removes its socket (writer thread, at the trace's close).
 void close_control_channel();
+// A mark in the domain "gpumemtrace" at this moment ("pause", "resume", "snapshot:NAME"), recorded like an NVTX mark
+// of the calling thread, which never waits for the writer. Records even while paused.
+void record_control_mark(std::string_view name);
+
 // In a forked child: lets go of the parent's channel (the child's writer opens its own trace's).
 void forget_control_channel_in_child();
 

@@ -31,6 +31,7 @@ void ensure_loaded() {
   std::call_once(once, [] {
     load_settings_from_environment();
     create_recorder();
+    if (settings().start_paused) pause_from_load();  // run --paused: recording waits for `ctl resume`
     // The child abandons the parent's (locked) recorder and starts a fresh one: see reset_after_fork_in_child.
     pthread_atfork(lock_for_fork, unlock_after_fork_in_parent, reset_after_fork_in_child);
     // atexit from a library constructor is tied to this library (glibc registers it with our DSO handle), so

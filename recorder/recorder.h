@@ -59,6 +59,18 @@ size_t thread_buffers_in_use();
 // current, e.g. tensor_blocks_overruns). A later value of the same key wins.
 void set_meta_later(std::string key, std::string value);
 
+// `run --paused` (GMT_START_PAUSED, recorder/pause.cpp). At load: recording starts paused, as after
+// gmt_set_recording_paused(1), but nothing is written yet (a process that never calls CUDA gets no trace). At the
+// process's first CUDA call (interpose/backend_start.cpp, once its backend runs): the pause is dated from then, the
+// backend's capture is switched off, and a "pause" mark is recorded, which starts the writer thread: the trace and
+// its control channel exist from then on, so that `gpumemtrace ctl ... resume` can reach the process.
+void pause_from_load();
+void begin_paused_start();
+// The exit handler that samples every stream-ordered pool once more while the runtime still answers (pool_peaks.h):
+// registered when the writer starts, or, when it started paused, at the first resume (once). An atexit handler runs
+// before those registered before it, so it must come after the CUDA runtime's own teardown was registered.
+void register_exit_pool_sampling();
+
 // Writes everything buffered so far and marks the trace complete. Called at exit; safe to call twice.
 // With `close`, the trace is closed and later events are dropped.
 void finish(bool close);

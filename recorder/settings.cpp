@@ -38,6 +38,7 @@ void load_settings_from_environment() {
   if (const char* v = getenv(env::kNoStacks); v && *v == '1') s.take_stacks = false;
   if (const char* v = getenv(env::kFreeStacks); v && *v == '1') s.take_free_stacks = true;
   if (const char* v = getenv(env::kAggregate); v && *v == '1') s.aggregate = true;
+  if (const char* v = getenv(env::kStartPaused); v && *v == '1') s.start_paused = true;
   if (const char* v = getenv(env::kAggregateWindowMs); v && *v) {
     const long long ms = std::atoll(v);
     if (ms > 0 && ms < 86400000) s.aggregate_window_ns = static_cast<uint64_t>(ms) * 1000000ull;

@@ -22,6 +22,7 @@ struct Settings {
   bool aggregate = false;                     // GMT_AGGREGATE=1: a bounded trace (recorder/aggregator.h)
   uint64_t aggregate_window_ns = 1000000000;  // GMT_AGGREGATE_WINDOW_MS: its first window
   bool simulated = false;
+  bool start_paused = false;  // GMT_START_PAUSED=1 (run --paused): recording off until `ctl resume`
   UnwindMode unwind = UnwindMode::Fast;
   bool stack_memo = true;  // GMT_STACK_MEMO=0 turns the stack memo off (recorder/stacks.h), for comparisons
   bool tsc_event_clock = true;

@@ -437,8 +437,9 @@ void warn_once(const std::string& message) {
 
 void start_writer_locked(Recorder& r) {
   r.writer_started = true;
-  static std::atomic<bool> exit_sampling{false};
-  if (!exit_sampling.exchange(true)) atexit(sample_pools_at_exit);
+  // Paused (run --paused), the writer starts at the first CUDA call, before the runtime it calls has initialized and
+  // registered its teardown: the exit sampling is registered at the resume instead (recorder/pause.cpp).
+  if (!g_recording_paused.load(std::memory_order_relaxed)) register_exit_pool_sampling();
   r.writer_serving.store(true, std::memory_order_release);  // requests wait for it while it creates the trace
   // The writer must never take a signal meant for the app: block all of them while creating it.
   sigset_t all, previous;
@@ -449,6 +450,11 @@ void start_writer_locked(Recorder& r) {
 }
 
 }  // namespace detail
+
+void register_exit_pool_sampling() {
+  static std::atomic<bool> exit_sampling{false};
+  if (!exit_sampling.exchange(true)) atexit(sample_pools_at_exit);
+}
 
 void finish(bool close) {
   if (!g_recorder) return;

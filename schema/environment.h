@@ -49,6 +49,9 @@ inline constexpr const char* kNvtxPeakStep = "GMT_NVTX_PEAK_STEP";
 inline constexpr const char* kVerify = "GMT_VERIFY";
 // "1" (`run --aggregate`): a bounded trace (recorder/aggregator.h, docs/trace-format.md "Aggregate traces").
 inline constexpr const char* kAggregate = "GMT_AGGREGATE";
+// "1" (`run --paused`): start with recording paused; the control channel opens at the first CUDA call, and
+// `gpumemtrace ctl ... resume` starts recording (recorder/pause.cpp).
+inline constexpr const char* kStartPaused = "GMT_START_PAUSED";
 
 // ---- set by `gpumemtrace run`, read by the in-process Python package ------------------------------------------
 

@@ -178,6 +178,7 @@ Timeline aggregate_timeline(const Report& report, const AggregateTables& t, int 
       timeline.total[w].min_bytes += static_cast<uint64_t>(d.low[w]);
       timeline.total[w].max_bytes += static_cast<uint64_t>(d.high[w]);
     }
+    series.end_bytes = static_cast<uint64_t>(std::max<int64_t>(d.end[windows - 1], 0));
     timeline.series.push_back(std::move(series));
   }
   return timeline;

@@ -211,6 +211,7 @@ struct TimelineSeries {
   int64_t device = -1;  // -1: host memory or unknown device
   schema::MemoryKind memory_kind = schema::MemoryKind::None;
   std::vector<TimelineBucket> buckets;
+  uint64_t end_bytes = 0;  // live at the end of the trace (of an aggregate trace: at its last window's end)
 };
 struct Timeline {
   int64_t bucket_ns = 0;               // width of each bucket; 0 (and no buckets) when nothing was ever live

@@ -112,7 +112,8 @@ Timeline build_timeline(const ChangeLog& log, int64_t origin, int64_t end_ns) {
 
   timeline.total = total.finish(timeline.bucket_ns);
   for (const auto& [key, index] : series_index) {
-    timeline.series.push_back(TimelineSeries{key.first, key.second, series[index].finish(timeline.bucket_ns)});
+    timeline.series.push_back(
+        TimelineSeries{key.first, key.second, series[index].finish(timeline.bucket_ns), series[index].level()});
   }
   return timeline;
 }

@@ -17,6 +17,8 @@ ControlMarks read_control_marks(const TraceFile& trace) {
       const int64_t time_ns = rows.column_int(1);
       if (name == "pause") {
         marks.pause_starts_ns.push_back(time_ns);
+      } else if (name == "resume") {
+        marks.resumes_ns.push_back(time_ns);
       } else if (name.rfind("snapshot:", 0) == 0) {
         marks.snapshots.push_back({name.substr(9), time_ns});
       }

@@ -12,6 +12,7 @@ class TraceFile;
 
 struct ControlMarks {
   std::vector<int64_t> pause_starts_ns;  // absolute (CLOCK_MONOTONIC), ascending
+  std::vector<int64_t> resumes_ns;       // absolute, ascending
   struct Snapshot {
     std::string name;
     int64_t time_ns = 0;  // absolute

@@ -133,8 +133,8 @@ bool open_module(Module& module) {
 // when ranges overlap.
 class ModuleMap {
  public:
-  explicit ModuleMap(const TraceFile& trace) {
-    for (ModuleRow& row : read_modules(trace)) {
+  explicit ModuleMap(std::vector<ModuleRow> rows) {
+    for (ModuleRow& row : rows) {
       Module module;
       module.id = row.id;
       module.path = std::move(row.path);
@@ -359,35 +359,41 @@ Symbol lookup(Module& module, uint64_t address) {
   return symbol;
 }
 
+// One pc's symbol, the module that holds it (nullptr when none) counted in `stats` the first time it is opened.
+Symbol symbolize_pc(ModuleMap& modules, uint64_t pc, Module*& module, SymbolizeStats& stats) {
+  // The module is chosen by pc - 1 as well: a call that is the last instruction of a module (a call to a
+  // noreturn function) has its return address one past the module's end.
+  uint64_t address = pc - 1;
+  module = pc == 0 ? nullptr : modules.find(address);
+  Symbol symbol;
+  if (module == nullptr) return symbol;
+  if (module->state == Module::State::Unopened) {
+    ++stats.modules;
+    module->state = open_module(*module) ? Module::State::Ready : Module::State::Unusable;
+    if (module->state == Module::State::Unusable &&
+        std::find(stats.missing_modules.begin(), stats.missing_modules.end(), module->path) ==
+            stats.missing_modules.end()) {
+      stats.missing_modules.push_back(module->path);
+    }
+  }
+  if (module->state == Module::State::Ready) symbol = lookup(*module, address);
+  return symbol;
+}
+
 }  // namespace
 
 SymbolizeStats symbolize_trace(const TraceFile& trace, const SymbolizeProgress& progress) {
   SymbolsTransaction transaction(trace);  // read/symbols.h: before reading, so that the pending pcs stay pending
   std::vector<uint64_t> pcs = pending_pcs(trace);
-  ModuleMap modules(trace);
+  ModuleMap modules(read_modules(trace));
   SymbolWriter symbols(trace);
 
   SymbolizeStats stats;
   stats.pcs = pcs.size();
   for (size_t i = 0; i < pcs.size(); ++i) {
     uint64_t pc = pcs[i];
-    // The module is chosen by pc - 1 as well: a call that is the last instruction of a module (a call to a
-    // noreturn function) has its return address one past the module's end.
-    uint64_t address = pc - 1;
-    Module* module = pc == 0 ? nullptr : modules.find(address);
-    Symbol symbol;
-    if (module != nullptr) {
-      if (module->state == Module::State::Unopened) {
-        ++stats.modules;
-        module->state = open_module(*module) ? Module::State::Ready : Module::State::Unusable;
-        if (module->state == Module::State::Unusable &&
-            std::find(stats.missing_modules.begin(), stats.missing_modules.end(), module->path) ==
-                stats.missing_modules.end()) {
-          stats.missing_modules.push_back(module->path);
-        }
-      }
-      if (module->state == Module::State::Ready) symbol = lookup(*module, address);
-    }
+    Module* module = nullptr;
+    Symbol symbol = symbolize_pc(modules, pc, module, stats);
     if (symbol.function) ++stats.resolved_functions;
     if (symbol.line) ++stats.resolved_lines;
 
@@ -402,6 +408,44 @@ SymbolizeStats symbolize_trace(const TraceFile& trace, const SymbolizeProgress& 
   // The last call comes after the commit, so "done == total" means the rows are in the file.
   if (progress) progress(pcs.size(), pcs.size());
   return stats;
+}
+
+struct PcSymbolizer::Modules {
+  ModuleMap map;
+  SymbolizeStats stats;  // unused: open failures cost only their own symbols here
+};
+
+PcSymbolizer::PcSymbolizer() = default;
+PcSymbolizer::~PcSymbolizer() = default;
+
+void PcSymbolizer::update_modules(const TraceFile& trace) {
+  std::vector<ModuleRow> rows = read_modules(trace);
+  if (modules_ && rows.size() == module_rows_) return;  // the module map only grows (append-only rows)
+  module_rows_ = rows.size();
+  modules_ = std::make_unique<Modules>(Modules{ModuleMap(std::move(rows)), {}});
+  // Pcs that found no module may lie in one loaded since: asked again. Resolved pcs keep their answer.
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    it = it->second.module_known ? std::next(it) : cache_.erase(it);
+  }
+}
+
+const PcSymbolizer::Answer& PcSymbolizer::symbolize(uint64_t pc) {
+  auto [it, fresh] = cache_.try_emplace(pc);
+  if (!fresh || !modules_) return it->second;
+  Module* module = nullptr;
+  Symbol symbol = symbolize_pc(modules_->map, pc, module, modules_->stats);
+  it->second = Answer{std::move(symbol.function), std::move(symbol.file), symbol.line, module != nullptr};
+  return it->second;
+}
+
+void PcSymbolizer::fill(Stack& stack) {
+  for (Frame& frame : stack.frames) {
+    if (frame.python || frame.function || frame.pc == 0) continue;
+    const Answer& answer = symbolize(frame.pc);
+    frame.function = answer.function;
+    frame.file = answer.file;
+    frame.line = answer.line;
+  }
 }
 
 }  // namespace gmt::analysis

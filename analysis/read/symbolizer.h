@@ -4,10 +4,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "analysis/read/stacks.h"
 #include "analysis/read/trace_file.h"
 
 namespace gmt::analysis {
@@ -30,5 +35,35 @@ using SymbolizeProgress = std::function<void(size_t done, size_t total)>;
 // Idempotent: a second call finds nothing left to do. Throws TraceError when the trace cannot be written
 // (read-only, locked, damaged); missing or odd module files are never an error, only reported in the stats.
 SymbolizeStats symbolize_trace(const TraceFile& trace, const SymbolizeProgress& progress = {});
+
+// Symbolization in memory, for a trace still being written (`gpumemtrace top`): the same answers as
+// symbolize_trace, written nowhere (the process's writer owns the file), kept per pc between refreshes so that
+// a refresh symbolizes only the pcs it has not seen.
+class PcSymbolizer {
+ public:
+  struct Answer {
+    std::optional<std::string> function;
+    std::optional<std::string> file;
+    std::optional<int64_t> line;
+    bool module_known = false;
+  };
+
+  PcSymbolizer();
+  ~PcSymbolizer();
+  PcSymbolizer(const PcSymbolizer&) = delete;
+  PcSymbolizer& operator=(const PcSymbolizer&) = delete;
+
+  // Reads the trace's modules table (again when it grew: a library loaded since).
+  void update_modules(const TraceFile& trace);
+  const Answer& symbolize(uint64_t pc);
+  // Fills the native frames that the trace's symbols table left without a function.
+  void fill(Stack& stack);
+
+ private:
+  struct Modules;
+  std::unique_ptr<Modules> modules_;
+  size_t module_rows_ = 0;
+  std::unordered_map<uint64_t, Answer> cache_;
+};
 
 }  // namespace gmt::analysis

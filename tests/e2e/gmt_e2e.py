@@ -8,8 +8,10 @@ Paths come from the environment that ctest sets (tests/e2e/CMakeLists.txt):
 import json
 import os
 import re
+import stat
 import subprocess
 import tempfile
+import time
 import unittest
 
 CLI = os.environ.get("GMT_CLI", "gpumemtrace")
@@ -63,6 +65,20 @@ def find_leak(report, function_name):
             return leak
     names = [leak["stack"][0]["function"] if leak["stack"] else None for leak in report["leaks"]]
     raise AssertionError(f"no leak group with innermost frame {function_name}; innermost frames: {names}")
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def is_socket(path):
+    """Whether `path` is a socket (a running process's control channel, `<trace>.ctl`)."""
+    return os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode)
 
 
 class TraceDirTestCase(unittest.TestCase):

@@ -411,5 +411,41 @@ TEST_F(SymbolizerTest, ReadOnlyTraceIsRefused) {
   EXPECT_EQ(symbol_count(trace), 0);
 }
 
+// `gpumemtrace top`'s symbols (PcSymbolizer): read-only, nothing written, the same answer as symbolize_trace, and a
+// module the process loads later (a new modules row) is found at the next update.
+TEST_F(SymbolizerTest, InMemorySymbolsMatchTheWrittenOnesWithoutWriting) {
+  int line = 0;
+  auto pc = reinterpret_cast<uint64_t>(gmt_symbolizer_fixture::leaf_caller(&line));
+  add_pcs({pc});
+  PcSymbolizer symbols;
+  {
+    TraceFile running = TraceFile::open(path_, OpenMode::ReadOnly);
+    symbols.update_modules(running);
+    EXPECT_FALSE(symbols.symbolize(pc).module_known);  // no modules row yet: nothing holds the pc
+  }
+  add_module(main_executable());
+  TraceFile running = TraceFile::open(path_, OpenMode::ReadOnly);
+  symbols.update_modules(running);
+  const PcSymbolizer::Answer& answer = symbols.symbolize(pc);
+  EXPECT_TRUE(answer.module_known);
+  ASSERT_TRUE(answer.function);
+  EXPECT_NE(answer.function->find("gmt_symbolizer_fixture::leaf_caller"), std::string::npos) << *answer.function;
+  EXPECT_EQ(answer.line, line);
+  EXPECT_EQ(symbol_count(running), 0);
+
+  Stack stack{1, false, {Frame{0, pc}}};
+  symbols.fill(stack);
+  EXPECT_EQ(stack.frames[0].function, answer.function);
+  EXPECT_EQ(stack.frames[0].line, line);
+
+  TraceFile written = TraceFile::open(path_, OpenMode::ReadWrite);
+  symbolize_trace(written);
+  auto row = symbol(written, pc);
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->function, answer.function);
+  EXPECT_EQ(row->file, answer.file);
+  EXPECT_EQ(row->line, answer.line);
+}
+
 }  // namespace
 }  // namespace gmt::analysis

@@ -1,0 +1,148 @@
+"""Watching and steering a running PyTorch service on the GPU (issue 36): samples/torch_serving.py under `run` (one KV
+buffer in 500 requests kept forever at torch_serving.py:44), a `ctl snapshot` taken while it serves, `report --at` that
+snapshot and `top --once` read from the running process, both naming the leaking line; then what `top` costs the
+service: requests/s with `top` refreshing every second beside it against without, the same length of serving, for a
+full and an aggregate trace. Prints FIGURE lines for docs/gpu-results.md. Exits 77 without a GPU; the cases skip
+without PyTorch with CUDA."""
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from gmt_e2e import CLI, SOURCE, TraceDirTestCase, report_json, run_cli  # noqa: E402
+from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
+
+PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
+SCRIPT = os.path.join(SOURCE, "samples", "torch_serving.py")
+LEAK_EVERY = 500
+
+
+def wait_for_socket(path, app, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode):
+            return
+        if app.poll() is not None:
+            raise AssertionError(f"the service ended before its trace's socket appeared: {app.communicate()}")
+        time.sleep(0.1)
+    raise AssertionError(f"no {path} after {timeout} s")
+
+
+def served(stdout):
+    found = re.search(r"served: requests=(\d+) seconds=([\d.]+) requests_per_s=([\d.]+)", stdout)
+    assert found, stdout
+    return int(found.group(1)), float(found.group(3))
+
+
+def truth(stdout):
+    found = re.search(r"truth: kept_buffers=(\d+) kept_bytes=(\d+) leak_line=(\d+)", stdout)
+    assert found, stdout
+    return int(found.group(1)), int(found.group(2)), int(found.group(3))
+
+
+def leak_at_line(report, line):
+    """(bytes, count) of the leak groups whose stack holds torch_serving.py:LINE."""
+    total = count = 0
+    for leak in report["leaks"]:
+        if any((frame.get("file") or "").endswith("torch_serving.py") and frame.get("line") == line
+               for frame in leak["stack"]):
+            total += leak["bytes"]
+            count += leak["count"]
+    return total, count
+
+
+class GpuTopTest(TraceDirTestCase):
+    figures = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for line in cls.figures:
+            print("FIGURE", line)
+
+    def setUp(self):
+        super().setUp()
+        if not have_torch_cuda(PYTHON):
+            self.skipTest("no PyTorch with CUDA here")
+
+    def serve(self, name, seconds, options=()):
+        trace = self.path(name)
+        app = subprocess.Popen([CLI, "run", "-q", *options, "-o", trace, "--", PYTHON, SCRIPT, str(seconds),
+                                str(LEAK_EVERY)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: app.poll() is None and app.kill())
+        wait_for_socket(trace + ".ctl", app)
+        return trace, app
+
+    def test_1_a_snapshot_and_top_name_the_leaking_line_while_it_serves(self):
+        trace, app = self.serve("serve.db", 40)
+        time.sleep(15)
+        snapshot = run_cli("ctl", trace, "snapshot", "mid")
+        self.assertEqual(snapshot.returncode, 0, snapshot.stderr)
+        started = time.monotonic()
+        top = run_cli("top", "--once", trace)
+        top_seconds = time.monotonic() - started
+        self.assertEqual(top.returncode, 0, top.stderr)
+        self.assertIn("[running]", top.stdout)
+        out, err = app.communicate(timeout=600)
+        self.assertEqual(app.returncode, 0, err[-3000:])
+        kept_buffers, kept_bytes, line = truth(out)
+        self.assertGreater(kept_buffers, 2)
+        where = f"torch_serving.py:{line}"
+        listed = [l for l in top.stdout.splitlines() if where in l and l.startswith("  ")]
+        self.assertTrue(listed, top.stdout)
+        top_bytes = int(re.search(r"\((\d+) B\)", listed[0]).group(1))
+        # The whole run's leak, exact; the snapshot's is the part kept by then, and top (read after it) saw at least
+        # that much and at most all of it.
+        final_bytes, final_count = leak_at_line(report_json(trace), line)
+        self.assertEqual((final_bytes, final_count), (kept_bytes, kept_buffers))
+        at_mid = report_json(trace, "--at", "mid")
+        mid_bytes, mid_count = leak_at_line(at_mid, line)
+        self.assertGreater(mid_count, 0)
+        self.assertLess(mid_count, kept_buffers)
+        self.assertLessEqual(mid_bytes, top_bytes)
+        self.assertLessEqual(top_bytes, kept_bytes)
+        self.figures.append(f"top on a PyTorch service: `top --once` after 15 s named {where} holding {top_bytes} B "
+                            f"({top_seconds:.2f} s to read the running trace); `report --at mid` {mid_bytes} B in "
+                            f"{mid_count} buffers; at exit {kept_bytes} B in {kept_buffers} (the sample's own count)")
+
+    def test_2_what_top_refreshing_every_second_costs_the_service(self):
+        seconds = 20
+        for mode, options in (("full", ()), ("aggregate", ("--aggregate",))):
+            rates = {}
+            frames = 0
+            for watched in (False, True, False, True):  # interleaved: drift of the machine cancels out
+                trace, app = self.serve(f"cost-{mode}-{watched}-{len(rates.get(watched, []))}.db", seconds, options)
+                watcher = None
+                if watched:
+                    log = open(self.path(f"top-{mode}.txt"), "w")
+                    watcher = subprocess.Popen([CLI, "top", "--interval", "1", trace], stdout=log,
+                                               stderr=subprocess.STDOUT)
+                out, err = app.communicate(timeout=600)
+                self.assertEqual(app.returncode, 0, err[-3000:])
+                if watcher:
+                    self.assertEqual(watcher.wait(timeout=60), 0)  # ends with the process, cleanly
+                    log.close()
+                    with open(self.path(f"top-{mode}.txt")) as f:
+                        frames = max(frames, len(re.findall(r"^pid \d+ ", f.read(), re.M)))
+                rates.setdefault(watched, []).append(served(out)[1])
+            # It refreshed: about every second on the bounded aggregate trace; a full trace's refresh analyzes every
+            # event so far, and takes longer as the run goes on (the frames say how often it managed).
+            self.assertGreaterEqual(frames, seconds // 2 if mode == "aggregate" else 2)
+            plain = sum(rates[False]) / len(rates[False])
+            with_top = sum(rates[True]) / len(rates[True])
+            self.figures.append(f"top's cost ({mode} trace, {seconds} s of serving, 2 interleaved pairs): "
+                                f"{with_top:.1f} requests/s with `top --interval 1` beside it ({frames} frames), "
+                                f"{plain:.1f} without ({with_top / plain - 1:+.1%}); runs {rates}")
+
+
+if __name__ == "__main__":
+    if not have_gpu():
+        print("SKIP: no NVIDIA GPU here (nvidia-smi -L failed); the GPU suite runs on the H200 via "
+              "scripts/gpu-suite.sh")
+        sys.exit(SKIP)
+    unittest.main(verbosity=2)
