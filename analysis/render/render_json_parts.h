@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "analysis/model/report.h"
 
@@ -32,5 +34,20 @@ nlohmann::ordered_json cross_check_json(const Report& report);
 // aggregate: null for a full trace; else window_ns, windows, events_seen, events_kept, synchronize_events,
 // failures_with_context, failures_without_context, note (render_aggregate.cpp).
 nlohmann::ordered_json aggregate_json(const Report& report);
+
+// Shared by the JSON report's files (render_json.cpp).
+// Beside every stack[]: user_frame and stack_view, the stack as the text report shows it (stack_view.h).
+void add_stack_view(nlohmann::ordered_json& item, const Stack& stack);
+nlohmann::ordered_json optional_text(const std::string& text);  // null for ""
+// fragmentation: the address-space layout at one moment, or null.
+nlohmann::ordered_json fragmentation_json(const std::optional<FragmentationStats>& stats);
+
+// The memory layouts (render_json_heaps.cpp): fragmentation[], heap_fragmentation[], pools (null without the
+// pool_usage table), cached_at_exit, and a heap's space at one moment (null when absent).
+nlohmann::ordered_json device_fragmentation_json(const std::vector<DeviceFragmentation>& devices);
+nlohmann::ordered_json heap_fragmentation_json(const std::vector<HeapFragmentation>& heaps);
+nlohmann::ordered_json pools_json(const std::optional<std::vector<PoolUsage>>& pools);
+nlohmann::ordered_json cached_at_exit_json(const Report& report);
+nlohmann::ordered_json heap_space_json(const std::optional<HeapSpace>& space);
 
 }  // namespace gmt::analysis
