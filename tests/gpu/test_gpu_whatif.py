@@ -70,13 +70,22 @@ def whatif(trace, *settings):
 
 
 def requests(trace):
-    """The allocation requests PyTorch's allocator got, in order: (requested bytes, stream rank), OOMs included."""
+    """The allocation requests the program made, in order: (requested bytes, stream rank) for each allocation and
+    ("oom", stream rank) for each OutOfMemoryError. An OOM event carries the ROUNDED request (PyTorch's TraceEntry::OOM
+    has params.size()), which depends on the rounding setting, not what the program asked: oom_sizes() has them."""
     with sqlite3.connect(trace) as db:
         rows = db.execute("SELECT kind, size, stream FROM events WHERE source = 4 AND kind IN (1, 3) ORDER BY id")
         streams, out = {}, []
         for kind, size, stream in rows:
-            out.append((size, streams.setdefault(stream, len(streams))))  # an OOM: the rounded request
+            rank = streams.setdefault(stream, len(streams))
+            out.append((size, rank) if kind == 1 else ("oom", rank))
         return out
+
+
+def oom_sizes(trace):
+    """The rounded requests of the trace's OOMs, in order."""
+    with sqlite3.connect(trace) as db:
+        return [size for (size,) in db.execute("SELECT size FROM events WHERE source = 4 AND kind = 3 ORDER BY id")]
 
 
 class GpuWhatIfTest(TraceDirTestCase):
@@ -132,6 +141,10 @@ class GpuWhatIfTest(TraceDirTestCase):
                     measured = whatif(measured_trace, "")
                     self.assert_exact(measured, f"{name} under '{setting}'")
                     predicted = row["result"]
+                    # The OOMs' sizes: the replay rounds the same request under the setting as PyTorch did.
+                    self.assertEqual([o["request_bytes"] for o in predicted["recorded_ooms"]],
+                                     oom_sizes(measured_trace)[:len(predicted["recorded_ooms"])],
+                                     f"{name} under '{setting}': the OOMs' rounded requests")
                     want = measured["recorded"]["peak_reserved_bytes"]
                     got = predicted["peak_reserved_bytes"]
                     predicted_oom = any(o["oom"] for o in predicted["recorded_ooms"]) or bool(predicted["new_oom_event_id"])
@@ -150,9 +163,11 @@ class GpuWhatIfTest(TraceDirTestCase):
         runs = 0
         actions = 0
         for seed in range(1, FUZZ_SEEDS + 1):
-            for settings in FUZZ_GRID:
+            for index, settings in enumerate(FUZZ_GRID):
                 with self.subTest(seed=seed, settings=settings):
-                    trace = self.path(f"fuzz-{seed}-{runs}.db")
+                    # Named by the grid's index, not by the runs that passed: a failure must not make the next
+                    # recording collide with a trace that already exists.
+                    trace = self.path(f"fuzz-{seed}-{index}.db")
                     stdout = record(trace, FUZZ, ["--seed", str(seed)], settings)
                     check = self.assert_exact(whatif(trace, ""), f"fuzz seed {seed} '{settings}': {stdout.strip()}")
                     runs += 1
