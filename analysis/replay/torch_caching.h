@@ -80,6 +80,9 @@ class CachingAllocatorReplay {
 
   // Whether get_free_block would find a cached block for this request now (no state changes).
   bool would_reuse(uint64_t orig_size, uint64_t stream) const;
+  // Whether the block named `key` was freed and waits for other streams (free_requested, not yet completed): only
+  // such a block can come back inside a release of the cache (synchronize_and_free_events).
+  bool is_pending(uint64_t key) const;
   const ReplayStats& stats() const { return stats_; }
   const TorchAllocatorConfig& config() const { return config_; }
   size_t live_blocks() const { return by_key_.size(); }

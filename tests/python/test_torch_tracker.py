@@ -234,6 +234,25 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertEqual(refused.returncode, 7, refused.stderr)
         self.assertIn("cudaMallocAsync backend", refused.stderr)
 
+    def test_whatif_refuses_a_torch_whose_policy_was_not_checked_unless_forced(self):
+        trace, seen, _ = self.run_app("old-torch.db", app_args=["--oom"], env={"FIXTURE_TORCH_VERSION": "2.9.1+old"})
+        self.assertEqual(seen["oom"], "raised True")
+        self.assertEqual(self.meta(trace)["torch_version"], "2.9.1+old")
+        refused = run_cli("whatif", trace)
+        self.assertEqual(refused.returncode, 10, refused.stderr)
+        self.assertIn("was recorded with torch 2.9.1+old: the replay's allocator policy has been checked for torch "
+                      "2.11 only. --force-torch-version replays it anyway", refused.stderr)
+        forced = run_cli("whatif", trace, "--force-torch-version", "--format", "json")
+        self.assertEqual(forced.returncode, 0, forced.stderr)
+        report = json.loads(forced.stdout)
+        self.assertFalse(report["torch_version_checked"])
+        self.assertIsNone(report["best_setting"])
+        # report's OOM finding says in one line why it names no setting, instead of replaying an unchecked policy.
+        text = run_cli("report", trace)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("not replayed: this torch's allocator policy has not been checked (checked: torch 2.11; "
+                      "gpumemtrace whatif --force-torch-version)", text.stdout)
+
     def first_segment(self, trace):
         return self.query(trace, "SELECT address FROM events WHERE source = ? AND kind = ? ORDER BY id LIMIT 1",
                           TORCH_ALLOCATOR, SEGMENT_ALLOC)[0][0]
