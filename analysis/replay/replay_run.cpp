@@ -34,6 +34,18 @@ double fraction_of(const TorchAction& a) {
   return fraction;
 }
 
+// A block or segment of a memory pool other than the defaults (the event's handle: recorder/framework_blocks.h):
+// a CUDA graph's private pool during a capture, or a torch.cuda.MemPool. The replay has only the default pools, so
+// it stops there; traces recorded before pools were (2026-12-06) have 0 everywhere.
+bool in_private_pool(const TorchAction& a) {
+  return (a.kind == TorchActionKind::Alloc || a.kind == TorchActionKind::SegmentAlloc ||
+          a.kind == TorchActionKind::SegmentMap) &&
+         a.value != 0;
+}
+
+// PyTorch's MempoolId_t as the recorder packs it: (first << 32) | second.
+std::string describe_pool(uint64_t pool) { return fmt::format("({}, {})", pool >> 32, pool & 0xffffffffu); }
+
 bool is_segment_action(TorchActionKind kind) {
   return kind == TorchActionKind::SegmentAlloc || kind == TorchActionKind::SegmentFree ||
          kind == TorchActionKind::SegmentMap || kind == TorchActionKind::SegmentUnmap;
@@ -192,6 +204,14 @@ class Replay {
       if (self_check_) record(action);
       if (stopped_) {
         if (!self_check_) break;  // the recorded figures are the self-check's: a what-if stops reading here
+        continue;
+      }
+      if (in_private_pool(action)) {
+        stop(action.event_id, fmt::format("CUDA-graph private pools are not modelled: from event {}, the first {} "
+                                          "of memory pool {}",
+                                          action.event_id, action.kind == TorchActionKind::Alloc ? "block" : "segment",
+                                          describe_pool(static_cast<uint64_t>(action.value))));
+        if (!self_check_) break;
         continue;
       }
       if (is_segment_action(action.kind)) {

@@ -4,10 +4,10 @@
 // named after the one it follows. It asks "CUDA" for memory through DeviceMemory, so the same policy runs against the
 // recorded segments (the self-check: self_check.h) or against a capacity model (another setting: whatif.h).
 //
-// What it does not model (docs/analysis.md "What-if replay"): CUDA-graph private pools, the free-memory callbacks
-// registry (CUDA IPC), and cross-stream uses other than as recorded (a block's return to the pool is taken from the
-// trace's free_completed, except that a what-if release of the cache completes every pending one at once, as
-// synchronize_and_free_events does).
+// What it does not model (docs/analysis.md "What-if replay"): CUDA-graph private pools (replay_run.cpp stops at the
+// first block or segment of one), the free-memory callbacks registry (CUDA IPC), and cross-stream uses other than as
+// recorded (a block's return to the pool is taken from the trace's free_completed, except that a release of the cache
+// completes every pending one at once, as synchronize_and_free_events does).
 #pragma once
 
 #include <cstdint>

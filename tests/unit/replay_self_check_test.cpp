@@ -250,5 +250,23 @@ TEST(ReplaySelfCheckTest, AFreeCompletedInsideTheOomChainIsTheChains) {
   EXPECT_EQ(r.recorded.memory_fraction, 0.0625);
 }
 
+// torch.cuda.graph: the capture's first block comes from the graph's private pool (MempoolId_t {1, 0}, kept in the
+// event's handle), which the replay does not model: it stops there and says so, after reproducing what came before.
+TEST(ReplaySelfCheckTest, StopsAtTheFirstBlockOfAPrivatePool) {
+  Script s;
+  s.add(TorchActionKind::SegmentAlloc, S1, 2 * MiB);
+  s.add(TorchActionKind::Alloc, S1, 8);  // capture_begin's generator state: still the default pool
+  s.add(TorchActionKind::EmptyCache, 0, 0);
+  s.add(TorchActionKind::SegmentAlloc, S2, 2 * MiB, int64_t{1} << 32);  // the private pool's first segment
+  s.add(TorchActionKind::Alloc, S2, 1 * MiB, int64_t{1} << 32);
+  const ReplayResult r = self_check(s.actions);
+  ASSERT_TRUE(r.divergence_event);
+  EXPECT_EQ(*r.divergence_event, 4);
+  EXPECT_EQ(r.divergence, "CUDA-graph private pools are not modelled: from event 4, the first segment of memory pool "
+                          "(1, 0)");
+  EXPECT_EQ(r.segment_actions_matched, 1u);
+  EXPECT_EQ(r.addresses_matched, 1u);
+}
+
 }  // namespace
 }  // namespace gmt::replay
