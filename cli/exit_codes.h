@@ -26,6 +26,9 @@ inline constexpr int kExitCudaMallocAsync = 7;
 inline constexpr int kExitCtlNotRunning = 8;
 // `ctl`: the process belongs to another user.
 inline constexpr int kExitCtlRefused = 9;
+// `whatif`: the trace's torch is not a release the replayed policy was checked for (or is not named);
+// --force-torch-version replays it anyway.
+inline constexpr int kExitUncheckedTorchVersion = 10;
 inline constexpr int kExitRunFailed = 125;  // `run`: gpumemtrace failed before the app started
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitAppNotFound = 127;

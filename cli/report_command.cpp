@@ -149,19 +149,25 @@ class BestSettingSearch {
   }
 
   void name_in(analysis::Report& report) {
-    std::optional<replay::WhatIfReport> whatif;
+    Outcome outcome;
     if (result_.valid()) {
-      whatif = result_.get();
+      outcome = result_.get();
     } else if (deferred_ && has_torch_oom(report)) {
-      whatif = search();
+      outcome = search();
     }
-    if (!whatif || report.trace.salvaged) return;
-    const std::string best = analysis::describe_best_setting(*whatif);
-    if (best.empty()) return;
+    if (report.trace.salvaged) return;
+    std::string line;
+    std::optional<int64_t> device;
+    if (outcome.whatif) {
+      line = analysis::describe_best_setting(*outcome.whatif);
+      if (!line.empty()) line = "replayed (gpumemtrace whatif): " + line;
+      device = outcome.whatif->device;
+    } else {
+      line = outcome.unchecked_torch;  // every PyTorch OOM: the device was never chosen
+    }
+    if (line.empty()) return;
     for (analysis::AllocFailure& failure : report.failures) {
-      if (failure.heap_source == kTorch && failure.device == whatif->device) {
-        failure.best_setting = "replayed (gpumemtrace whatif): " + best;
-      }
+      if (failure.heap_source == kTorch && (!device || failure.device == *device)) failure.best_setting = line;
     }
   }
 
@@ -181,17 +187,29 @@ class BestSettingSearch {
     }
     return false;
   }
-  std::optional<replay::WhatIfReport> search() const {
+  struct Outcome {
+    std::optional<replay::WhatIfReport> whatif;
+    std::string unchecked_torch;  // the note said instead, for a torch whose policy was not checked
+  };
+  Outcome search() const {
+    Outcome outcome;
     try {
-      return replay::run_whatif(trace_path_, options_);
+      outcome.whatif = replay::run_whatif(trace_path_, options_);
+    } catch (const replay::NotReplayableError& e) {
+      // Not replayed without --force-torch-version: said in one line, never a setting from an unchecked policy.
+      if (e.why == replay::NotReplayable::UncheckedTorchVersion) {
+        outcome.unchecked_torch = "not replayed: this torch's allocator policy has not been checked (checked: torch " +
+                                  replay::checked_torch_releases() + "; gpumemtrace whatif --force-torch-version)";
+      }
     } catch (const std::exception&) {
-      return std::nullopt;  // not replayable (lost events, cudaMallocAsync) or unreadable
+      // not replayable (lost events, cudaMallocAsync) or unreadable: the findings stay as they are
     }
+    return outcome;
   }
 
   std::string trace_path_;
   replay::WhatIfOptions options_;
-  std::future<std::optional<replay::WhatIfReport>> result_;
+  std::future<Outcome> result_;
   bool deferred_ = false;
 };
 

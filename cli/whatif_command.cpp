@@ -30,6 +30,7 @@ int exit_code(replay::NotReplayable why) {
     case replay::NotReplayable::NoTensorBlocks: return kExitNoTensorBlocks;
     case replay::NotReplayable::LostBlockEvents: return kExitLostBlockEvents;
     case replay::NotReplayable::CudaMallocAsync: return kExitCudaMallocAsync;
+    case replay::NotReplayable::UncheckedTorchVersion: return kExitUncheckedTorchVersion;
     case replay::NotReplayable::UnknownDevice:
     default: return kExitBadInput;
   }
@@ -83,6 +84,10 @@ CommandAction add_whatif_command(CLI::App& app) {
                    "The bytes PyTorch may reserve, instead of the figure taken from the trace")
       ->transform(as_size)
       ->type_name("SIZE");
+  command->add_flag("--force-torch-version", options->whatif.force_torch_version,
+                    "Replay a trace of a torch release the policy was not checked for (or that the trace does not "
+                    "name): its self-check then says whether that torch follows the same rules; no best setting is "
+                    "named");
   command->add_option("--format", options->format, "Output format: text for people, json for scripts")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -96,7 +101,8 @@ CommandAction add_whatif_command(CLI::App& app) {
                   "\n"
                   "Exit status: 0 when the table was written, 2 when the trace cannot be read (or an option is\n"
                   "wrong), 3 on an internal error, 5 when the trace has no tensor blocks, 6 when allocator events\n"
-                  "were lost while recording, 7 when it was recorded under the cudaMallocAsync backend.\n");
+                  "were lost while recording, 7 when it was recorded under the cudaMallocAsync backend, 10 when\n"
+                  "its torch is not a release the policy was checked for (see --force-torch-version).\n");
   return [options] { return run_whatif(*options); };
 }
 

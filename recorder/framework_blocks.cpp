@@ -63,6 +63,11 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
                                                                                           uint64_t address,
                                                                                           uint64_t size,
                                                                                           uint64_t stream) {
+  gmt_torch_allocator_action_in_pool(action, device, address, size, stream, 0);
+}
+
+extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocator_action_in_pool(
+    int action, int device, uint64_t address, uint64_t size, uint64_t stream, uint64_t pool) {
   using namespace gmt::recorder;
   HookScope scope;  // CUDA calls made meanwhile (none expected) are not the app's
   if (!scope.active() || g_blocks_stopped.load(std::memory_order_relaxed) ||
@@ -92,6 +97,7 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
     }
     case GMT_TORCH_ALLOC: {
       EventRecord e = block_event(EventKind::Alloc, Api::torchBlockAlloc, device, address, size, stream);
+      e.call.handle = pool;
       return record(e, /*take_stack=*/true);
     }
     case GMT_TORCH_FREE_COMPLETED: {
@@ -102,6 +108,7 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
     case GMT_TORCH_SEGMENT_MAP: {
       const Api api = action == GMT_TORCH_SEGMENT_ALLOC ? Api::torchSegmentAlloc : Api::torchSegmentMap;
       EventRecord e = block_event(EventKind::SegmentAlloc, api, device, address, size, stream);
+      e.call.handle = pool;
       return record(e, /*take_stack=*/false);  // the CUDA-level allocation just before it has the stack
     }
     case GMT_TORCH_SEGMENT_FREE:

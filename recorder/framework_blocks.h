@@ -43,6 +43,12 @@ void gmt_torch_allocator_facts(const char* conf, const char* variable, const cha
 
 // One allocator action (the bridge's tracker calls it). `stream`: the cudaStream_t the block belongs to.
 void gmt_torch_allocator_action(int action, int device, uint64_t address, uint64_t size, uint64_t stream);
+// The same with the memory pool the block or segment belongs to (TraceEntry::mempool_, in torch 2.11 and earlier): the
+// MempoolId_t pair as (first << 32) | (second & 0xffffffff), 0 for the default pools; a CUDA graph's private pool
+// (captures) or a torch.cuda.MemPool is not 0. Kept in the event's handle for ALLOC, SEGMENT_ALLOC and SEGMENT_MAP
+// (docs/trace-format.md): the what-if replay stops where a private pool begins.
+void gmt_torch_allocator_action_in_pool(int action, int device, uint64_t address, uint64_t size, uint64_t stream,
+                                        uint64_t pool);
 
 // The in-process package says whether the tracker is attached in this process (attached = 1), or why not
 // (attached = 0, `note` one sentence: no compiler, another allocator backend, ...): meta tensor_blocks and

@@ -60,9 +60,18 @@ std::string render_whatif_text(const WhatIfReport& report) {
   out += fmt::format("Policy: PyTorch's native caching allocator as in {}; the self-check says whether this torch "
                      "follows it\n",
                      replay::kPolicyCheckedAgainst);
+  if (!report.torch_version_checked) {
+    out += fmt::format("Torch version: {} is not a release the policy was checked for ({}); replayed because "
+                       "--force-torch-version was given, and no best setting is named\n",
+                       report.torch_version.value_or("not recorded"), replay::checked_torch_releases());
+  }
   out += fmt::format("Recorded settings: {}{}\n", report.recorded_settings,
                      report.settings_recorded ? "" : " (not recorded in this trace: the defaults are assumed)");
-  out += fmt::format("Capacity for PyTorch: {}: {}\n",
+  if (report.fraction_limit) {
+    out += fmt::format("Limit for PyTorch: {}: {}\n", format_bytes_exact(*report.fraction_limit),
+                       report.fraction_limit_source);
+  }
+  out += fmt::format("{}: {}: {}\n", report.fraction_limit ? "Device capacity" : "Capacity for PyTorch",
                      report.capacity ? format_bytes_exact(*report.capacity) : std::string("unknown"),
                      report.capacity_source);
   const double per_setting = report.settings.empty() ? 0 : report.replay_seconds;
@@ -123,12 +132,21 @@ std::string render_whatif_text(const WhatIfReport& report) {
                        "record the calls); every setting empties its cache there too.\n",
                        self.inferred_empty_cache.size());
   }
-  if (const std::string best = describe_best_setting(report); !best.empty()) out += "\n" + best + "\n";
+  if (const std::string best = describe_best_setting(report); !best.empty()) {
+    out += "\n" + best + "\n";
+  } else if (!report.torch_version_checked && replay::best_setting(report)) {
+    out += "\n" + unchecked_torch_note(report) + "\n";
+  }
   return out;
 }
 
+std::string unchecked_torch_note(const WhatIfReport& report) {
+  return fmt::format("No best setting named: torch {}'s allocator policy has not been checked (checked: {})",
+                     report.torch_version.value_or("(not recorded)"), replay::checked_torch_releases());
+}
+
 std::string describe_best_setting(const WhatIfReport& report) {
-  if (!report.self_check_exact) return "";
+  if (!report.self_check_exact || !report.torch_version_checked) return "";
   const SettingRow* best = replay::best_setting(report);
   if (!best) return "";
   const ReplayResult& r = best->result;
@@ -172,11 +190,14 @@ std::string render_whatif_json(const WhatIfReport& report) {
   out["device"] = report.device;
   out["torch_version"] = report.torch_version ? Json(*report.torch_version) : Json(nullptr);
   out["torch_git_version"] = report.torch_git_version ? Json(*report.torch_git_version) : Json(nullptr);
+  out["torch_version_checked"] = report.torch_version_checked;
   out["policy_checked_against"] = replay::kPolicyCheckedAgainst;
   out["recorded_settings"] = report.recorded_settings;
   out["settings_recorded"] = report.settings_recorded;
   out["capacity_bytes"] = report.capacity ? Json(*report.capacity) : Json(nullptr);
   out["capacity_source"] = report.capacity_source;
+  out["memory_fraction_limit_bytes"] = report.fraction_limit ? Json(*report.fraction_limit) : Json(nullptr);
+  out["memory_fraction_limit_source"] = report.fraction_limit ? Json(report.fraction_limit_source) : Json(nullptr);
   out["replay_seconds"] = report.replay_seconds;
   out["recorded"] = {{"peak_reserved_bytes", rec.peak_reserved},
                      {"peak_event_id", rec.peak_event_id},
@@ -203,7 +224,8 @@ std::string render_whatif_json(const WhatIfReport& report) {
   }
   out["settings"] = rows;
   out["settings_skipped"] = report.settings_skipped.empty() ? Json(nullptr) : Json(report.settings_skipped);
-  const SettingRow* best = report.self_check_exact ? replay::best_setting(report) : nullptr;
+  const SettingRow* best =
+      report.self_check_exact && report.torch_version_checked ? replay::best_setting(report) : nullptr;
   out["best_setting"] = best ? Json(best->label) : Json(nullptr);
   return out.dump(2) + "\n";
 }

@@ -13,7 +13,6 @@ namespace {
 using analysis::TorchAction;
 using analysis::TorchActionKind;
 
-constexpr uint64_t kUnknownDeviceTotal = uint64_t{80} << 30;
 // Keys for OOM requests, which no free names: above any user-space address.
 constexpr uint64_t kOomKeyBase = uint64_t{1} << 63;
 
@@ -27,6 +26,26 @@ std::string describe(const TorchAction& a) {
   }
 }
 
+// A SetFraction action's fraction: the bits of the double, as recorded.
+double fraction_of(const TorchAction& a) {
+  double fraction = 0;
+  static_assert(sizeof(fraction) == sizeof(a.value));
+  std::memcpy(&fraction, &a.value, sizeof(fraction));
+  return fraction;
+}
+
+// A block or segment of a memory pool other than the defaults (the event's handle: recorder/framework_blocks.h):
+// a CUDA graph's private pool during a capture, or a torch.cuda.MemPool. The replay has only the default pools, so
+// it stops there; traces recorded before pools were (2026-12-06) have 0 everywhere.
+bool in_private_pool(const TorchAction& a) {
+  return (a.kind == TorchActionKind::Alloc || a.kind == TorchActionKind::SegmentAlloc ||
+          a.kind == TorchActionKind::SegmentMap) &&
+         a.value != 0;
+}
+
+// PyTorch's MempoolId_t as the recorder packs it: (first << 32) | second.
+std::string describe_pool(uint64_t pool) { return fmt::format("({}, {})", pool >> 32, pool & 0xffffffffu); }
+
 bool is_segment_action(TorchActionKind kind) {
   return kind == TorchActionKind::SegmentAlloc || kind == TorchActionKind::SegmentFree ||
          kind == TorchActionKind::SegmentMap || kind == TorchActionKind::SegmentUnmap;
@@ -36,15 +55,33 @@ bool is_segment_action(TorchActionKind kind) {
 // precede its alloc or OOM event in the trace). A cudaMalloc succeeds when the recording's next action is that
 // segment, and failed when the recording went on to free segments (the retry chain) or to the OOM; anything else is
 // a divergence, the first of which is kept.
+//
+// The effects may also hold free_completed actions recorded between a request's segment actions: the blocks that
+// waited for other streams and that synchronize_and_free_events returned to the pool inside the out-of-memory
+// chain's release_cached_blocks (after a garbage collection or release_available_cached_blocks freed segments). A
+// block that did not wait is never returned there: its free_completed after segment frees follows an empty_cache()
+// that the trace did not record. The replay's own synchronize_and_free_events
+// completes every pending block there, so they are only set aside here (skip_completions), and applied after the
+// request (then a no-op for the blocks the replay completed itself).
 class RecordedMemory : public DeviceMemory {
  public:
   std::deque<TorchAction> effects;
+  std::vector<uint64_t> completions;  // block addresses of the free_completed set aside
   bool request_is_oom = false;
   std::optional<std::string> divergence;
   uint64_t matched = 0;
 
+  // Moves the free_completed at the front of the effects to `completions`; true when a segment action is left.
+  bool skip_completions() {
+    while (!effects.empty() && effects.front().kind == TorchActionKind::FreeCompleted) {
+      completions.push_back(effects.front().address);
+      effects.pop_front();
+    }
+    return !effects.empty();
+  }
+
   std::optional<uint64_t> malloc(uint64_t size, uint64_t) override {
-    if (effects.empty()) {
+    if (!skip_completions()) {
       if (!request_is_oom)
         diverge(fmt::format("the replay needs a new {} B segment; the recording reused its cache", size));
       return std::nullopt;
@@ -66,14 +103,14 @@ class RecordedMemory : public DeviceMemory {
   }
   void free(uint64_t address, uint64_t size, uint64_t) override { expect(TorchActionKind::SegmentFree, address, size); }
   uint64_t reserve(uint64_t size, uint64_t) override {
-    if (!effects.empty() && effects.front().kind == TorchActionKind::SegmentMap) return effects.front().address;
+    if (skip_completions() && effects.front().kind == TorchActionKind::SegmentMap) return effects.front().address;
     if (!request_is_oom)
       diverge(fmt::format("the replay reserves a new {} B expandable segment; the recording did not map one", size));
     return next_unrecorded_++ * (uint64_t{1} << 48);
   }
   void release_reservation(uint64_t, uint64_t) override {}
   bool map(uint64_t address, uint64_t size, uint64_t) override {
-    if (!effects.empty() && effects.front().kind == TorchActionKind::SegmentMap) {
+    if (skip_completions() && effects.front().kind == TorchActionKind::SegmentMap) {
       if (effects.front().address != address || effects.front().size != size) {
         diverge(fmt::format("the replay maps {} B at {:#x}; the recording made {}", size, address,
                             describe(effects.front())));
@@ -105,7 +142,7 @@ class RecordedMemory : public DeviceMemory {
   }
   void expect(TorchActionKind kind, uint64_t address, uint64_t size) {
     const char* verb = kind == TorchActionKind::SegmentFree ? "frees the segment" : "unmaps";
-    if (effects.empty()) {
+    if (!skip_completions()) {
       diverge(fmt::format("the replay {} {:#x} ({} B); the recording did not", verb, address, size));
     } else if (effects.front().kind != kind || effects.front().address != address || effects.front().size != size) {
       diverge(fmt::format("the replay {} {:#x} ({} B); the recording made {}", verb, address, size,
@@ -169,16 +206,34 @@ class Replay {
         if (!self_check_) break;  // the recorded figures are the self-check's: a what-if stops reading here
         continue;
       }
+      if (in_private_pool(action)) {
+        stop(action.event_id, fmt::format("CUDA-graph private pools are not modelled: from event {}, the first {} "
+                                          "of memory pool {}",
+                                          action.event_id, action.kind == TorchActionKind::Alloc ? "block" : "segment",
+                                          describe_pool(static_cast<uint64_t>(action.value))));
+        if (!self_check_) break;
+        continue;
+      }
       if (is_segment_action(action.kind)) {
         if (self_check_) recorded_.effects.push_back(action);
         continue;
       }
       ++result_.actions;
+      if (self_check_ && action.kind == TorchActionKind::FreeCompleted && !recorded_.effects.empty() &&
+          engine_.is_pending(action.address)) {
+        recorded_.effects.push_back(action);  // inside a request's out-of-memory chain (RecordedMemory)
+        continue;
+      }
       request(action);
     }
-    if (self_check_ && !stopped_ && (pending_empty_cache_ || !recorded_.effects.empty())) {
-      empty_cache_from_recording(recorded_.effects.empty() ? 0 : recorded_.effects.front().event_id);
-      if (recorded_.divergence) stop(last_event_, *recorded_.divergence);
+    if (self_check_ && !stopped_) {
+      if (pending_empty_cache_ || recorded_.skip_completions()) {
+        // Segment frees at the end of the trace, after the last request: a recorded empty_cache() or an inferred one.
+        const bool recorded_call = pending_empty_cache_ || recorded_.effects.empty();
+        empty_cache_from_recording(recorded_call ? 0 : recorded_.effects.front().event_id, false);
+        if (recorded_.divergence) stop(last_event_, *recorded_.divergence);
+      }
+      apply_completions();
     }
     result_.stats = engine_.stats();
     result_.segment_actions_matched = recorded_.matched;
@@ -235,13 +290,28 @@ class Replay {
           r.oom_is_last_request = true;
         }
         break;
-      case TorchActionKind::SetFraction: r.memory_fraction_set = true; break;
+      case TorchActionKind::SetFraction:
+        r.memory_fraction_set = true;
+        if (!r.first_oom_event) {  // the one in force at the first OOM stays
+          const double fraction = fraction_of(a);
+          r.memory_fraction = fraction < 1.0 ? std::optional<double>(fraction) : std::nullopt;
+          r.memory_fraction_event = a.event_id;
+        }
+        break;
       default: break;
     }
   }
 
   void request(const TorchAction& a) {
     if (self_check_) {
+      if (pending_empty_cache_ && a.kind == TorchActionKind::FreeCompleted && recorded_.effects.empty() &&
+          engine_.is_pending(a.address)) {
+        // emptyCache -> release_cached_blocks -> synchronize_and_free_events: the blocks that waited for other
+        // streams return to the pool (FREE_COMPLETED) before release_blocks frees the segments. A block that did
+        // not wait was freed after the call (the recording shows no segment of it freed there).
+        if (!engine_.free_completed(a.address)) ++result_.unknown_frees;
+        return;
+      }
       settle_recorded_effects(a);
       if (stopped_) return;
     } else {
@@ -277,16 +347,19 @@ class Replay {
         engine_.set_config(config_);
         break;
       }
-      case TorchActionKind::SetFraction: {
-        double fraction = 0;
-        static_assert(sizeof(fraction) == sizeof(a.value));
-        std::memcpy(&fraction, &a.value, sizeof(fraction));  // the double's bits, as recorded
-        engine_.set_memory_fraction(fraction);
-        break;
-      }
+      case TorchActionKind::SetFraction: engine_.set_memory_fraction(fraction_of(a)); break;
       default: break;
     }
+    if (self_check_) apply_completions();
     note_peak(a.event_id);
+  }
+
+  // The free_completed set aside while the request's segment actions were matched (RecordedMemory).
+  void apply_completions() {
+    for (uint64_t address : recorded_.completions) {
+      if (!engine_.free_completed(address)) ++result_.unknown_frees;
+    }
+    recorded_.completions.clear();
   }
 
   // Self-check: the recorded segment actions gathered before this request. Those of an empty_cache() marker are
@@ -294,28 +367,36 @@ class Replay {
   // did not mark (inferred: the what-ifs empty their cache there too); the rest are this request's.
   void settle_recorded_effects(const TorchAction& a) {
     std::deque<TorchAction>& effects = recorded_.effects;
+    const bool is_request = a.kind == TorchActionKind::Alloc || a.kind == TorchActionKind::Oom;
     if (pending_empty_cache_) {
-      empty_cache_from_recording(0);
-    } else if (!effects.empty() && (effects.front().kind == TorchActionKind::SegmentFree ||
-                                    effects.front().kind == TorchActionKind::SegmentUnmap)) {
+      empty_cache_from_recording(0, is_request);
+    } else if (recorded_.skip_completions() && (effects.front().kind == TorchActionKind::SegmentFree ||
+                                                effects.front().kind == TorchActionKind::SegmentUnmap)) {
       const bool chain_frees = a.kind == TorchActionKind::Oom ||
                                (a.kind == TorchActionKind::Alloc && !engine_.would_reuse(a.size, a.stream));
-      if (!chain_frees) empty_cache_from_recording(a.event_id);
+      if (!chain_frees) empty_cache_from_recording(a.event_id, is_request);
     }
     if (recorded_.divergence) return stop(a.event_id, *recorded_.divergence);
-    if (a.kind != TorchActionKind::Alloc && a.kind != TorchActionKind::Oom && !effects.empty()) {
+    if (!is_request && recorded_.skip_completions()) {
       stop(a.event_id, "the recording has " + describe(effects.front()) + " here, which the replay does not make");
     }
   }
 
-  void empty_cache_from_recording(int64_t inferred_before) {
+  // The cache emptied (recorded or inferred) against the recorded segment actions. A segment allocated or mapped
+  // after them belongs to the request that follows (a request the emptied cache no longer holds a block for); any
+  // other action left over is one the replay's emptyCache did not make.
+  void empty_cache_from_recording(int64_t inferred_before, bool request_follows) {
     pending_empty_cache_ = false;
     if (inferred_before != 0) result_.inferred_empty_cache.push_back(inferred_before);
     recorded_.request_is_oom = false;
     engine_.empty_cache();
-    if (!recorded_.effects.empty()) {
-      recorded_.diverge("after an empty_cache(), the recording has " + describe(recorded_.effects.front()) +
-                        ", which the replay does not make");
+    if (recorded_.skip_completions()) {
+      const TorchActionKind left = recorded_.effects.front().kind;
+      const bool new_memory = left == TorchActionKind::SegmentAlloc || left == TorchActionKind::SegmentMap;
+      if (!request_follows || !new_memory) {
+        recorded_.diverge("after an empty_cache(), the recording has " + describe(recorded_.effects.front()) +
+                          ", which the replay does not make");
+      }
     }
   }
 
@@ -331,7 +412,7 @@ class Replay {
         return stop(a.event_id, fmt::format("the replay places the {} B block at {:#x}; the recording at {:#x}", a.size,
                                             got.address, a.address));
       }
-      if (!recorded_.effects.empty()) {
+      if (recorded_.skip_completions()) {
         return stop(a.event_id, "the recording also made " + describe(recorded_.effects.front()) +
                                     " for this allocation, which the replay does not");
       }
@@ -356,7 +437,7 @@ class Replay {
         return stop(a.event_id,
                     fmt::format("the replay's OOM is for {} B; the recording's for {} B", got.rounded, a.size));
       }
-      if (!recorded_.effects.empty()) {
+      if (recorded_.skip_completions()) {
         return stop(a.event_id, "the recording also made " + describe(recorded_.effects.front()) + " before the OOM");
       }
       return;

@@ -52,6 +52,9 @@ class TraceActions : public ActionSource {
 
 enum class ReplayMode { SelfCheck, WhatIf };
 
+// The device total taken when the trace does not name one (it sizes expandable reservations and fraction limits).
+inline constexpr uint64_t kUnknownDeviceTotal = uint64_t{80} << 30;
+
 struct ReplayInputs {
   ReplayMode mode = ReplayMode::SelfCheck;
   TorchAllocatorConfig config;                    // in force at the start
@@ -80,6 +83,10 @@ struct RecordedFigures {
   uint64_t live_requested_at_first_oom = 0;  // bytes the program held then: no allocator fits it in less
   uint64_t requests = 0;
   bool memory_fraction_set = false;
+  // set_per_process_memory_fraction: the fraction in force at the first OOM (or, without one, the last set), when it
+  // is below 1 and so limits what PyTorch may reserve (allowed_memory_maximum), and the event that set it.
+  std::optional<double> memory_fraction;
+  int64_t memory_fraction_event = 0;
 };
 
 struct OomVerdict {

@@ -144,6 +144,11 @@ bool CachingAllocatorReplay::would_reuse(uint64_t orig_size, uint64_t stream) co
   return find_candidate(params) != params.pool->blocks.end();
 }
 
+bool CachingAllocatorReplay::is_pending(uint64_t key) const {
+  auto it = by_key_.find(key);
+  return it != by_key_.end() && it->second->pending;
+}
+
 // garbage_collect_cached_blocks: frees whole (unsplit) large free blocks at least as old as the average, until the
 // reserved memory is back under threshold * allowed maximum. Only runs with a memory fraction set.
 void CachingAllocatorReplay::garbage_collect_cached_blocks() {
@@ -385,9 +390,13 @@ std::vector<CachingAllocatorReplay::HeldBlock> CachingAllocatorReplay::held_bloc
   return held;
 }
 
+// setMemoryFraction at b944315b93d3 (allowed_memory_maximum is an optional there): a fraction below 1 limits
+// PyTorch's reserved bytes to fraction * totalGlobalMem, checked in alloc_block against alloc_size before any CUDA
+// call; a fraction of 1 or more lifts the limit (and with it the garbage collection). 001074d25084 set the limit for
+// every fraction, 1 included, from cudaMemGetInfo's total: the same bytes on the devices seen.
 void CachingAllocatorReplay::set_memory_fraction(double fraction) {
-  allowed_memory_maximum_ = static_cast<uint64_t>(fraction * static_cast<double>(device_total_));
-  set_fraction_ = true;
+  set_fraction_ = fraction < 1.0;
+  allowed_memory_maximum_ = set_fraction_ ? static_cast<uint64_t>(fraction * static_cast<double>(device_total_)) : 0;
 }
 
 }  // namespace gmt::replay

@@ -4,10 +4,10 @@
 // named after the one it follows. It asks "CUDA" for memory through DeviceMemory, so the same policy runs against the
 // recorded segments (the self-check: self_check.h) or against a capacity model (another setting: whatif.h).
 //
-// What it does not model (docs/analysis.md "What-if replay"): CUDA-graph private pools, the free-memory callbacks
-// registry (CUDA IPC), and cross-stream uses other than as recorded (a block's return to the pool is taken from the
-// trace's free_completed, except that a what-if release of the cache completes every pending one at once, as
-// synchronize_and_free_events does).
+// What it does not model (docs/analysis.md "What-if replay"): CUDA-graph private pools (replay_run.cpp stops at the
+// first block or segment of one), the free-memory callbacks registry (CUDA IPC), and cross-stream uses other than as
+// recorded (a block's return to the pool is taken from the trace's free_completed, except that a release of the cache
+// completes every pending one at once, as synchronize_and_free_events does).
 #pragma once
 
 #include <cstdint>
@@ -91,6 +91,9 @@ class CachingAllocatorReplay {
 
   // Whether get_free_block would find a cached block for this request now (no state changes).
   bool would_reuse(uint64_t orig_size, uint64_t stream) const;
+  // Whether the block named `key` was freed and waits for other streams (free_requested, not yet completed): only
+  // such a block can come back inside a release of the cache (synchronize_and_free_events).
+  bool is_pending(uint64_t key) const;
   const ReplayStats& stats() const { return stats_; }
   const TorchAllocatorConfig& config() const { return config_; }
   size_t live_blocks() const { return by_key_.size(); }

@@ -33,9 +33,51 @@ const std::vector<std::string> kReportSettings = {
     "roundup_power2_divisions:4",
 };
 
+// Checked on the GPU: the self-check exact to the byte on every PyTorch program of the GPU suite (tests/gpu/
+// test_gpu_whatif.py, 4b), the cross-setting predictions within their tolerance (4c). The source revisions the rules
+// were read from (kPolicyCheckedAgainst) are development commits whose releases are not pinned: 001074d25084 is of
+// the 2.4 era (no MemPool yet), b944315b93d3 of 2.9 or later (AcceleratorAllocatorConfig, CUDA 13 code paths); no
+// release of either is listed until a trace of it passes the self-check on a GPU.
+const std::vector<CheckedTorchRelease> kCheckedTorchReleases = {
+    {"2.11", "torch 2.11.0+cu130 (git 70d99e998b49) on an H100, 2026-12-06: the self-check exact on the GPU suite's "
+             "PyTorch programs"},
+};
+
+const CheckedTorchRelease* checked_torch_release(const std::optional<std::string>& version) {
+  if (!version) return nullptr;
+  for (const CheckedTorchRelease& checked : kCheckedTorchReleases) {
+    const std::string release = checked.release;
+    // "2.11" matches "2.11", "2.11.0", "2.11.0+cu130", "2.11.0a0+git..." but not "2.110".
+    if (version->compare(0, release.size(), release) == 0 &&
+        (version->size() == release.size() || (*version)[release.size()] == '.' || (*version)[release.size()] == '+' ||
+         (*version)[release.size()] == 'a')) {
+      return &checked;
+    }
+  }
+  return nullptr;
+}
+
+std::string checked_torch_releases() {
+  std::string out;
+  for (const CheckedTorchRelease& checked : kCheckedTorchReleases)
+    out += (out.empty() ? "" : ", ") + std::string(checked.release);
+  return out;
+}
+
 namespace {
 
 using analysis::TraceFile;
+
+[[noreturn]] void refuse_unchecked_torch(const TraceFile& trace, const analysis::TorchReplayFacts& facts) {
+  const std::string which = facts.torch_version ? "torch " + *facts.torch_version
+                                                : std::string("a torch it does not name (recorded before schema v10)");
+  throw NotReplayableError(
+      NotReplayable::UncheckedTorchVersion,
+      fmt::format("'{}' was recorded with {}: the replay's allocator policy has been checked for torch {} only. "
+                  "--force-torch-version replays it anyway (its self-check then says whether that torch follows "
+                  "the same rules)",
+                  trace.path(), which, checked_torch_releases()));
+}
 
 }  // namespace
 
@@ -138,6 +180,19 @@ void settle_capacity(const TraceFile& trace, const WhatIfOptions& options, WhatI
   report.capacity_source = "unknown (no device total, no OOM): no OOM is predicted";
 }
 
+// PyTorch's limit from the recorded memory fraction (setMemoryFraction: fraction * totalGlobalMem).
+void settle_fraction_limit(WhatIfReport& report) {
+  const RecordedFigures& r = report.self_check.recorded;
+  if (!r.memory_fraction) return;
+  const uint64_t total = report.device_total.value_or(kUnknownDeviceTotal);
+  report.fraction_limit = static_cast<uint64_t>(*r.memory_fraction * static_cast<double>(total));
+  report.fraction_limit_source = fmt::format(
+      "set_per_process_memory_fraction({:.6g}) at event {}, of the device's {} B{}: PyTorch's "
+      "allowed_memory_maximum, checked before any CUDA call{}",
+      *r.memory_fraction, r.memory_fraction_event, total, report.device_total ? "" : " (not recorded: 80 GiB assumed)",
+      r.first_oom_event ? ", in force at the first OOM" : "");
+}
+
 SettingRow replay_setting(const std::string& trace_path, int64_t device, const std::string& text,
                           const ReplayInputs& base, const RecordedFigures& recorded,
                           const std::vector<analysis::TorchAction>* preloaded) {
@@ -202,6 +257,8 @@ WhatIfReport run_whatif(const std::string& trace_path, const WhatIfOptions& opti
   report.device = choose_device(trace, facts, options);
   report.torch_version = facts.torch_version;
   report.torch_git_version = facts.torch_git_version;
+  report.torch_version_checked = checked_torch_release(facts.torch_version) != nullptr;
+  if (!report.torch_version_checked && !options.force_torch_version) refuse_unchecked_torch(trace, facts);
   report.settings_recorded = facts.alloc_conf.has_value();
   ReplayInputs inputs = self_check_inputs(trace, facts, report.device);
   if (inputs.device_total) report.device_total = inputs.device_total;
@@ -221,6 +278,7 @@ WhatIfReport run_whatif(const std::string& trace_path, const WhatIfOptions& opti
   report.actions = self.actions;
   report.self_check_exact = !self.divergence_event && self.peak_reserved == self.recorded.peak_reserved;
   settle_capacity(trace, options, report);
+  settle_fraction_limit(report);
 
   std::vector<std::string> texts = options.alloc_confs;
   if (options.sweep) texts.insert(texts.end(), kSweepSettings.begin(), kSweepSettings.end());
@@ -229,8 +287,10 @@ WhatIfReport run_whatif(const std::string& trace_path, const WhatIfOptions& opti
     report.settings_skipped = "the self-check did not reproduce the recording";
   }
   const RecordedFigures& recorded = self.recorded;
-  if (options.first_oom_only && recorded.first_oom_event && report.capacity && !texts.empty() &&
-      recorded.live_requested_at_first_oom + recorded.first_oom_request > *report.capacity) {
+  std::optional<uint64_t> limit = report.capacity;
+  if (report.fraction_limit && (!limit || *report.fraction_limit < *limit)) limit = report.fraction_limit;
+  if (options.first_oom_only && recorded.first_oom_event && limit && !texts.empty() &&
+      recorded.live_requested_at_first_oom + recorded.first_oom_request > *limit) {
     texts.clear();
     report.settings_skipped = "no allocator could have served the first OOM's request: the bytes held then plus "
                               "the request exceed the capacity";

@@ -15,13 +15,25 @@
 namespace gmt::replay {
 
 // Why a trace cannot be replayed: each has its own exit code (cli/exit_codes.h).
-enum class NotReplayable { NoTensorBlocks, LostBlockEvents, CudaMallocAsync, UnknownDevice };
+enum class NotReplayable { NoTensorBlocks, LostBlockEvents, CudaMallocAsync, UnknownDevice, UncheckedTorchVersion };
 
 class NotReplayableError : public std::runtime_error {
  public:
   NotReplayableError(NotReplayable why, const std::string& message) : std::runtime_error(message), why(why) {}
   NotReplayable why;
 };
+
+// A torch release whose allocator policy the replay was checked against, and how (docs/analysis.md, "What-if
+// replay", "Torch versions"). A trace of any other torch, or of one it does not name, is refused unless forced.
+struct CheckedTorchRelease {
+  const char* release;  // major.minor, as torch.__version__ starts
+  const char* how;
+};
+extern const std::vector<CheckedTorchRelease> kCheckedTorchReleases;
+// The entry whose release `version` ("2.11.0+cu130") belongs to; nullptr for another or an unknown version.
+const CheckedTorchRelease* checked_torch_release(const std::optional<std::string>& version);
+// "2.11" or "2.11, 2.12": the releases of kCheckedTorchReleases.
+std::string checked_torch_releases();
 
 struct WhatIfOptions {
   std::vector<std::string> alloc_confs;  // --alloc-conf, in order
@@ -32,6 +44,7 @@ struct WhatIfOptions {
   // Read the device's actions into memory once and replay every setting from there (40 B per action) when the trace
   // has at most this many events; above it each setting reads the trace itself (memory O(live blocks)).
   uint64_t preload_max_events = 20'000'000;
+  bool force_torch_version = false;  // replay a trace of a torch outside kCheckedTorchReleases (--force-torch-version)
   bool settings_only_if_exact = false;  // skip the settings when the self-check fails (report's use: no answer then)
   bool only_with_oom = false;           // replay nothing when the trace has no PyTorch OOM (report's use)
   // Replay the settings only up to the first recorded OOM, and not at all when no allocator could have served it
@@ -61,10 +74,16 @@ struct WhatIfReport {
   bool settings_recorded = false;  // meta torch_alloc_conf (v10); else the defaults are assumed
   std::optional<std::string> torch_version;
   std::optional<std::string> torch_git_version;
+  bool torch_version_checked = false;  // torch_version is of a release in kCheckedTorchReleases (else it was forced)
   std::optional<uint64_t> device_total;
-  std::optional<uint64_t> capacity;
-  std::string capacity_source;  // one sentence: where the capacity comes from and whether it is a bound
-  ReplayResult self_check;      // its `recorded` holds the recording's own figures
+  std::optional<uint64_t> capacity;  // the device's bytes for PyTorch (what a cudaMalloc or map may take)
+  std::string capacity_source;       // one sentence: where the capacity comes from and whether it is a bound
+  // PyTorch's own limit from a per-process memory fraction below 1 (allowed_memory_maximum = fraction * the device's
+  // total), when one was in force at the first OOM (or, without an OOM, set last). Every replay applies it itself,
+  // as the recorded calls set it; it is the limit that decides the OOM whenever it is below the capacity.
+  std::optional<uint64_t> fraction_limit;
+  std::string fraction_limit_source;
+  ReplayResult self_check;  // its `recorded` holds the recording's own figures
   bool self_check_exact = false;
   std::vector<SettingRow> settings;
   std::string settings_skipped;  // why no setting was replayed, when none was although some were asked for
@@ -81,7 +100,8 @@ void refuse_unless_replayable(const analysis::TraceFile& trace, const analysis::
 ReplayInputs self_check_inputs(const analysis::TraceFile& trace, const analysis::TorchReplayFacts& facts,
                                int64_t device);
 
-// Reads the trace and runs the replays. Throws analysis::TraceError (unreadable trace), NotReplayableError.
+// Reads the trace and runs the replays. Throws analysis::TraceError (unreadable trace), NotReplayableError (also for a
+// torch version outside kCheckedTorchReleases, unless options.force_torch_version).
 WhatIfReport run_whatif(const std::string& trace_path, const WhatIfOptions& options);
 
 // The setting with the lowest predicted peak reserved that avoids every recorded OOM reached (or, without an OOM,

@@ -164,9 +164,9 @@ def attach(torch, path):
     if backend != "native":
         return _off(f"PyTorch's allocator backend is {backend}, which calls no trace trackers; "
                     f"PYTORCH_CUDA_ALLOC_CONF=backend:native tracks tensors")
-    record = native.function("gmt_torch_allocator_action", None, [])
+    record = native.function("gmt_torch_allocator_action_in_pool", None, [])
     if record is None:
-        return _off("the preloaded library has no gmt_torch_allocator_action")
+        return _off("the preloaded library has no gmt_torch_allocator_action_in_pool")
     bridge = ctypes.CDLL(path)
     bridge.gmt_torch_bridge_attach.restype = ctypes.c_int
     bridge.gmt_torch_bridge_attach.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]

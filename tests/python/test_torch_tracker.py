@@ -234,6 +234,48 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertEqual(refused.returncode, 7, refused.stderr)
         self.assertIn("cudaMallocAsync backend", refused.stderr)
 
+    def test_blocks_of_a_private_pool_carry_it_and_whatif_stops_there(self):
+        # The fixture's blocks and segments are all of memory pool {7, 0}, as a CUDA graph's capture allocates from
+        # its private pool: each event keeps the pool in its handle ((7 << 32) | 0), and the replay, which models
+        # the default pools only, stops at the first of them with the reason instead of a wrong divergence.
+        trace, _, _ = self.run_app("pool.db", env={"FIXTURE_ALLOCATOR_POOL": "7"})
+        handles = self.query(trace, "SELECT DISTINCT handle FROM events WHERE source = ? AND kind IN (?, ?)",
+                             TORCH_ALLOCATOR, ALLOC, SEGMENT_ALLOC)
+        self.assertEqual(handles, [(7 << 32,)])
+        first = self.first_segment(trace)
+        first_id = self.query(trace, "SELECT id FROM events WHERE source = ? AND kind = ? ORDER BY id LIMIT 1",
+                              TORCH_ALLOCATOR, SEGMENT_ALLOC)[0][0]
+        result = run_cli("whatif", trace, "--alloc-conf", "", "--format", "json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        check = json.loads(result.stdout)["self_check"]
+        self.assertFalse(check["exact"])
+        self.assertEqual(check["divergence_event_id"], first_id, first)
+        self.assertEqual(check["divergence"], f"CUDA-graph private pools are not modelled: from event {first_id}, "
+                                              f"the first segment of memory pool (7, 0)")
+        # Without the variable the default pools: 0.
+        trace, _, _ = self.run_app("default-pool.db")
+        self.assertEqual(self.query(trace, "SELECT DISTINCT handle FROM events WHERE source = ? AND kind = ?",
+                                    TORCH_ALLOCATOR, ALLOC), [(0,)])
+
+    def test_whatif_refuses_a_torch_whose_policy_was_not_checked_unless_forced(self):
+        trace, seen, _ = self.run_app("old-torch.db", app_args=["--oom"], env={"FIXTURE_TORCH_VERSION": "2.9.1+old"})
+        self.assertEqual(seen["oom"], "raised True")
+        self.assertEqual(self.meta(trace)["torch_version"], "2.9.1+old")
+        refused = run_cli("whatif", trace)
+        self.assertEqual(refused.returncode, 10, refused.stderr)
+        self.assertIn("was recorded with torch 2.9.1+old: the replay's allocator policy has been checked for torch "
+                      "2.11 only. --force-torch-version replays it anyway", refused.stderr)
+        forced = run_cli("whatif", trace, "--force-torch-version", "--format", "json")
+        self.assertEqual(forced.returncode, 0, forced.stderr)
+        report = json.loads(forced.stdout)
+        self.assertFalse(report["torch_version_checked"])
+        self.assertIsNone(report["best_setting"])
+        # report's OOM finding says in one line why it names no setting, instead of replaying an unchecked policy.
+        text = run_cli("report", trace)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("not replayed: this torch's allocator policy has not been checked (checked: torch 2.11; "
+                      "gpumemtrace whatif --force-torch-version)", text.stdout)
+
     def first_segment(self, trace):
         return self.query(trace, "SELECT address FROM events WHERE source = ? AND kind = ? ORDER BY id LIMIT 1",
                           TORCH_ALLOCATOR, SEGMENT_ALLOC)[0][0]

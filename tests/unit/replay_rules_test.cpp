@@ -285,6 +285,12 @@ TEST(ReplayRulesTest, FractionFailsBeforeCudaAndGarbageCollectionNeedsIt) {
   EXPECT_EQ(gc.stats().reserved, 40 * MiB);
   EXPECT_FALSE(gc.malloc(4, 42 * MiB, 0).ok);  // 40 + 42 > 80: refused without a cudaMalloc
   EXPECT_EQ(fenced.log.back(), "malloc 40M at 50M");
+  // setMemoryFraction (b944315b93d3): a fraction of 1 or more lifts the limit (allowed_memory_maximum = nullopt), and
+  // garbage collection with it.
+  gc.set_memory_fraction(1.0);
+  EXPECT_TRUE(gc.malloc(5, 42 * MiB, 0).ok);
+  EXPECT_EQ(gc.stats().reserved, 82 * MiB);
+  EXPECT_EQ(gc.stats().gc_releases, 2u);
 }
 
 TEST(ReplayRulesTest, ExpandableSegmentsMapPagesAndGrowInPlace) {

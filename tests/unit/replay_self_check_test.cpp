@@ -27,8 +27,9 @@ constexpr uint64_t kStream = 0;
 struct Script {
   std::vector<TorchAction> actions;
   int64_t id = 0;
-  int64_t add(TorchActionKind kind, uint64_t address, uint64_t size, int64_t value = -1) {
-    actions.push_back({++id, kind, address, size, kStream, value});
+  uint64_t stream = kStream;  // of the actions added next
+  int64_t add(TorchActionKind kind, uint64_t address, uint64_t size, int64_t value = 0) {
+    actions.push_back({++id, kind, address, size, stream, value});
     return id;
   }
 };
@@ -170,6 +171,103 @@ TEST(ReplaySelfCheckTest, WhatIfExpandableSegmentsAvoidsTheFragmentationOom) {
   EXPECT_TRUE(expandable.avoided_fatal_oom);
   EXPECT_EQ(expandable.divergence, "no OOM at this request; the trace ends here");
   EXPECT_EQ(expandable.peak_reserved, 40 * MiB);  // two 20 MiB pages: 3 + 30 MiB in one growing range
+}
+
+// The allocator fuzz's runs on an H100 (tests/gpu/torch_allocator_fuzz.py, torch 2.11.0, 2026-12-06), reduced to
+// the actions that made the self-check diverge, with the fuzz's own sizes and streams.
+constexpr uint64_t kSide = 709036576;  // a second stream, as the fuzz's torch.cuda.Stream()
+
+// Seed 1, events 490-507: empty_cache() frees the whole cached segments; the next request finds no block and
+// cudaMallocs a 50 MiB segment, recorded right after the frees. Then a block freed after record_stream (waiting for
+// another stream) is returned by the next empty_cache()'s synchronize_and_free_events before its segment is freed.
+TEST(ReplaySelfCheckTest, AnEmptyCacheIsFollowedByTheNextRequestsSegment) {
+  constexpr uint64_t S4 = 0x7f0008000000;
+  Script s;
+  s.stream = kSide;
+  s.add(TorchActionKind::SegmentAlloc, S1, 20 * MiB);  // 20971251 B -> 20 MiB: >= 10 MiB, a 2 MiB multiple
+  s.add(TorchActionKind::Alloc, S1, 20971251);         // the whole segment
+  s.add(TorchActionKind::FreeCompleted, S1, 0);
+  s.add(TorchActionKind::EmptyCache, 0, 0);
+  s.add(TorchActionKind::SegmentFree, S1, 20 * MiB);
+  s.add(TorchActionKind::SegmentAlloc, S3, 52428800);  // 52122142 B: 52122624 rounded, a 50 MiB segment
+  s.add(TorchActionKind::Alloc, S3, 52122142);         // 306176 B left: not > 1 MiB, no split
+  s.add(TorchActionKind::SegmentAlloc, S2, 20 * MiB);
+  s.add(TorchActionKind::Alloc, S2, 20971251);
+  s.add(TorchActionKind::FreeRequested, S2, 20971251);  // record_stream'd: waits for the other stream
+  s.add(TorchActionKind::EmptyCache, 0, 0);
+  s.add(TorchActionKind::FreeCompleted, S2, 0);  // synchronize_and_free_events, inside emptyCache
+  s.add(TorchActionKind::SegmentFree, S2, 20 * MiB);
+  s.add(TorchActionKind::SegmentAlloc, S4, 2 * MiB);  // 1000 B: the small pool has no segment left
+  s.add(TorchActionKind::Alloc, S4, 1000);
+  const ReplayResult r = self_check(s.actions);
+  // Before 2026-12-06 the replay stopped at event 7: "after an empty_cache(), the recording has segment_alloc
+  // 0x7f0004000000 (52428800 B), which the replay does not make".
+  EXPECT_FALSE(r.divergence_event) << r.divergence;
+  EXPECT_EQ(r.segment_actions_matched, 6u);
+  EXPECT_EQ(r.addresses_matched, 4u);
+  EXPECT_EQ(r.unknown_frees, 0u);
+  EXPECT_TRUE(r.inferred_empty_cache.empty());
+  EXPECT_EQ(r.peak_reserved, 52428800u + 20 * MiB);
+  EXPECT_EQ(r.recorded.peak_reserved, 52428800u + 20 * MiB);
+  EXPECT_EQ(r.stats.reserved, 52428800u + 2 * MiB);
+}
+
+// Seed 2's pattern under max_split_size_mb:20 and a memory fraction: a request that fits no cached block and would
+// pass the fraction runs the whole chain, and the block that waited for another stream comes back inside it, between
+// the chain's segment frees (release_available_cached_blocks, then release_cached_blocks' synchronize_and_free_events
+// and release_blocks). That free_completed is the chain's, not an empty_cache() between requests.
+TEST(ReplaySelfCheckTest, AFreeCompletedInsideTheOomChainIsTheChains) {
+  Script s;
+  s.add(TorchActionKind::SetFraction, 0, 0, 0x3fb0000000000000);  // 0.0625 of 1 GiB: 64 MiB allowed
+  s.add(TorchActionKind::SegmentAlloc, S1, 22 * MiB);
+  s.add(TorchActionKind::Alloc, S1, 21 * MiB);  // >= max_split_size: never split, the whole 22 MiB
+  s.add(TorchActionKind::FreeCompleted, S1, 0);
+  s.add(TorchActionKind::SegmentAlloc, S2, 2 * MiB);
+  s.add(TorchActionKind::Alloc, S2, 1000);
+  s.add(TorchActionKind::FreeRequested, S2, 1000);  // used on another stream: pending
+  // 42 MiB: no cached block; 24 + 42 MiB would pass the 64 MiB allowed. release_available_cached_blocks frees the
+  // oversize 22 MiB block (not enough alone), release_cached_blocks completes the pending block and frees its
+  // segment, and the retry fits.
+  s.add(TorchActionKind::SegmentFree, S1, 22 * MiB);
+  s.add(TorchActionKind::FreeCompleted, S2, 0);
+  s.add(TorchActionKind::SegmentFree, S2, 2 * MiB);
+  s.add(TorchActionKind::SegmentAlloc, S3, 42 * MiB);
+  s.add(TorchActionKind::Alloc, S3, 42 * MiB);
+  ReplayInputs inputs;
+  ASSERT_FALSE(apply_alloc_conf("max_split_size_mb:20", inputs.config));
+  inputs.device_total = uint64_t{1} << 30;
+  VectorActions source(s.actions);
+  const ReplayResult r = run_replay(source, inputs);
+  EXPECT_FALSE(r.divergence_event) << r.divergence;
+  EXPECT_EQ(r.segment_actions_matched, 5u);
+  EXPECT_EQ(r.addresses_matched, 3u);
+  // Before 2026-12-06 the replay took the free_completed at event 9 for the sign of an unrecorded empty_cache(), freed
+  // the small segment too early and stopped there ("the replay frees the segment ...; the recording did not").
+  EXPECT_TRUE(r.inferred_empty_cache.empty());
+  EXPECT_EQ(r.unknown_frees, 0u);
+  EXPECT_EQ(r.stats.reserved, 42 * MiB);
+  EXPECT_EQ(r.stats.alloc_retries, 1u);
+  EXPECT_EQ(r.peak_reserved, 42 * MiB);
+  EXPECT_EQ(r.recorded.peak_reserved, 42 * MiB);
+  EXPECT_EQ(r.recorded.memory_fraction, 0.0625);
+}
+
+// torch.cuda.graph: the capture's first block comes from the graph's private pool (MempoolId_t {1, 0}, kept in the
+// event's handle), which the replay does not model: it stops there and says so, after reproducing what came before.
+TEST(ReplaySelfCheckTest, StopsAtTheFirstBlockOfAPrivatePool) {
+  Script s;
+  s.add(TorchActionKind::SegmentAlloc, S1, 2 * MiB);
+  s.add(TorchActionKind::Alloc, S1, 8);  // capture_begin's generator state: still the default pool
+  s.add(TorchActionKind::EmptyCache, 0, 0);
+  s.add(TorchActionKind::SegmentAlloc, S2, 2 * MiB, int64_t{1} << 32);  // the private pool's first segment
+  s.add(TorchActionKind::Alloc, S2, 1 * MiB, int64_t{1} << 32);
+  const ReplayResult r = self_check(s.actions);
+  ASSERT_TRUE(r.divergence_event);
+  EXPECT_EQ(*r.divergence_event, 4);
+  EXPECT_EQ(r.divergence, "CUDA-graph private pools are not modelled: from event 4, the first segment of memory pool "
+                          "(1, 0)");
+  EXPECT_EQ(r.segment_actions_matched, 1u);
+  EXPECT_EQ(r.addresses_matched, 1u);
 }
 
 }  // namespace

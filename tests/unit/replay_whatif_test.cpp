@@ -129,6 +129,73 @@ TEST(ReplayWhatIfTest, TheSweepFindsTheSettingThatAvoidsTheOom) {
   EXPECT_NE(text.find("no OOM at this request; the trace ends here"), std::string::npos) << text;
 }
 
+TEST(ReplayWhatIfTest, TheRecordedMemoryFractionIsTheLimitItNames) {
+  TraceBuilder trace;
+  // set_per_process_memory_fraction(0.5) before the run: PyTorch may reserve 40 GiB of the 80 GiB device, whatever
+  // the device had free at the OOM (45 MiB here: the fraction is not what failed, but it is the limit in force).
+  torch_event(trace, 5, EventKind::AllocatorCall, Api::torchSetMemoryFraction, 0, 0x3fe0000000000000);
+  fragmenting_trace(trace);
+  trace.close();
+  WhatIfOptions options;
+  options.alloc_confs = {""};
+  const WhatIfReport report = run_whatif(trace.path(), options);
+  EXPECT_TRUE(report.self_check_exact) << report.self_check.divergence;
+  EXPECT_EQ(report.self_check.recorded.memory_fraction, 0.5);
+  EXPECT_EQ(report.fraction_limit, uint64_t(40960 * MiB));
+  EXPECT_EQ(report.capacity, uint64_t(45 * MiB));
+  const std::string text = analysis::render_whatif_text(report);
+  EXPECT_NE(
+      text.find("Limit for PyTorch: 40.00 GiB (42949672960 B): set_per_process_memory_fraction(0.5) at event "
+                "1, of the device's 85899345920 B: PyTorch's allowed_memory_maximum, checked before any CUDA "
+                "call, in force at the first OOM\nDevice capacity: 45.00 MiB (47185920 B): calibrated by the OOM"),
+      std::string::npos)
+      << text;
+  const nlohmann::json json = nlohmann::json::parse(analysis::render_whatif_json(report));
+  EXPECT_EQ(json["memory_fraction_limit_bytes"], 40960 * MiB);
+}
+
+TEST(ReplayWhatIfTest, AnUncheckedTorchIsReplayedOnlyWhenForcedAndNamesNoSetting) {
+  TraceBuilder trace;
+  fragmenting_trace(trace);
+  trace.meta(schema::meta::kTorchVersion, "2.9.1+cu128");
+  trace.close();
+  WhatIfOptions options;
+  options.alloc_confs = {"expandable_segments:True"};
+  try {
+    run_whatif(trace.path(), options);
+    ADD_FAILURE() << "torch 2.9.1 was replayed without --force-torch-version";
+  } catch (const NotReplayableError& e) {
+    EXPECT_EQ(e.why, NotReplayable::UncheckedTorchVersion);
+    EXPECT_NE(std::string(e.what()).find("was recorded with torch 2.9.1+cu128: the replay's allocator policy has "
+                                         "been checked for torch 2.11 only. --force-torch-version replays it anyway"),
+              std::string::npos)
+        << e.what();
+  }
+  options.force_torch_version = true;
+  const WhatIfReport report = run_whatif(trace.path(), options);
+  EXPECT_FALSE(report.torch_version_checked);
+  EXPECT_TRUE(report.self_check_exact) << report.self_check.divergence;
+  ASSERT_NE(best_setting(report), nullptr);                // expandable segments avoid the OOM, as for 2.11 ...
+  EXPECT_EQ(analysis::describe_best_setting(report), "");  // ... but an unchecked policy names no setting
+  const std::string text = analysis::render_whatif_text(report);
+  EXPECT_NE(text.find("Torch version: 2.9.1+cu128 is not a release the policy was checked for (2.11); replayed "
+                      "because --force-torch-version was given, and no best setting is named"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("No best setting named: torch 2.9.1+cu128's allocator policy has not been checked (checked: "
+                      "2.11)"),
+            std::string::npos)
+      << text;
+  const nlohmann::json json = nlohmann::json::parse(analysis::render_whatif_json(report));
+  EXPECT_EQ(json["torch_version_checked"], false);
+  EXPECT_TRUE(json["best_setting"].is_null());
+  EXPECT_NE(checked_torch_release(std::string("2.11.0+cu130")), nullptr);
+  EXPECT_NE(checked_torch_release(std::string("2.11.0a0+git70d99e9")), nullptr);
+  EXPECT_EQ(checked_torch_release(std::string("2.110.0")), nullptr);
+  EXPECT_EQ(checked_torch_release(std::string("2.1.0")), nullptr);
+  EXPECT_EQ(checked_torch_release(std::nullopt), nullptr);
+}
+
 TEST(ReplayWhatIfTest, AnOlderTraceIsCalibratedFromTheCudaLevelFailure) {
   test_support::TraceBuilderOptions v9;
   v9.user_version = 9;
@@ -137,7 +204,20 @@ TEST(ReplayWhatIfTest, AnOlderTraceIsCalibratedFromTheCudaLevelFailure) {
   trace.close();
   WhatIfOptions options;
   options.alloc_confs = {"expandable_segments:True", "max_split_size_mb:10"};
+  // A v9 trace does not name its torch: refused unless forced (exit 10 in the CLI).
+  try {
+    run_whatif(trace.path(), options);
+    ADD_FAILURE() << "a trace that does not name its torch was replayed";
+  } catch (const NotReplayableError& e) {
+    EXPECT_EQ(e.why, NotReplayable::UncheckedTorchVersion);
+    EXPECT_NE(std::string(e.what()).find("was recorded with a torch it does not name (recorded before schema v10): "
+                                         "the replay's allocator policy has been checked for torch 2.11 only"),
+              std::string::npos)
+        << e.what();
+  }
+  options.force_torch_version = true;
   const WhatIfReport report = run_whatif(trace.path(), options);
+  EXPECT_FALSE(report.torch_version_checked);
   EXPECT_FALSE(report.settings_recorded);
   EXPECT_EQ(report.capacity, uint64_t(45 * MiB));
   ASSERT_EQ(report.settings.size(), 2u);
@@ -148,6 +228,7 @@ TEST(ReplayWhatIfTest, AnOlderTraceIsCalibratedFromTheCudaLevelFailure) {
 TEST(ReplayWhatIfTest, RecordedSettingsCallsAndEmptyCacheAreReplayed) {
   TraceBuilder trace;
   trace.meta(schema::meta::kTensorBlocks, "1");
+  trace.meta(schema::meta::kTorchVersion, "2.11.0a0+git70d99e9");
   trace.meta(schema::meta::kTorchAllocConf, "max_split_size_mb:64");
   trace.meta(std::string(schema::meta::kTorchAllocConfCallPrefix) + "0", "expandable_segments:True");
   torch_event(trace, 10, EventKind::SegmentAlloc, Api::torchSegmentAlloc, S1, 20 * MiB);

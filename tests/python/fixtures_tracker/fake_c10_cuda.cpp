@@ -86,8 +86,14 @@ class FixtureAllocator final : public CUDAAllocator {
     static const auto function = reinterpret_cast<CudaMalloc>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
     return function ? function(pointer, size) : 2;  // cudaErrorMemoryAllocation without a runtime
   }
+  // FIXTURE_ALLOCATOR_POOL=N: every block and segment is of memory pool {N, 0}, as those of a CUDA graph's private
+  // pool are (PyTorch numbers them so during a capture).
   void trace(TraceEntry::Action action, size_t address, size_t size) {
-    TraceEntry entry{action, 0, address, nullptr, size};
+    static const unsigned long long pool = [] {
+      const char* text = std::getenv("FIXTURE_ALLOCATOR_POOL");
+      return text ? std::strtoull(text, nullptr, 10) : 0ULL;
+    }();
+    TraceEntry entry{action, 0, address, nullptr, size, {pool, 0}};
     for (const auto& tracker : trackers_) tracker(entry);
   }
   void merge(size_t address) {

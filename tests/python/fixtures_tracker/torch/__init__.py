@@ -4,7 +4,7 @@ import os
 
 from . import _C, autograd, cuda, version
 
-__version__ = "2.11.0+fixture"
+__version__ = os.environ.get("FIXTURE_TORCH_VERSION", "2.11.0+fixture")  # another release: gpumemtrace whatif's guard
 
 _library = None
 

@@ -7,6 +7,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+
+namespace c10 {
+using CaptureId_t = unsigned long long;
+using MempoolId_t = std::pair<CaptureId_t, CaptureId_t>;  // {0, 0}: the default pools
+}  // namespace c10
 
 namespace c10::cuda::CUDACachingAllocator {
 
@@ -27,6 +33,7 @@ struct TraceEntry {
   size_t addr_;
   void* stream_{};
   size_t size_;
+  MempoolId_t mempool_{};
 };
 
 using AllocatorTraceTracker = std::function<void(const TraceEntry&)>;
