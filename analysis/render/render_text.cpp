@@ -82,8 +82,8 @@ void append_header(std::string& out, const TraceInfo& trace) {
                        trace.path);
   }
   if (trace.recording_pauses > 0 && !trace.control_pause_starts_ns.empty()) {
-    out += fmt::format("warning: recording was paused {} for {} in all (gpumemtrace ctl pause): what happened then is "
-                       "missing.\n",
+    out += fmt::format("warning: recording was paused {} for {} in all (run --paused, gpumemtrace ctl pause): what "
+                       "happened then is missing.\n",
                        plural(trace.recording_pauses, "time", "times"),
                        format_duration(static_cast<int64_t>(trace.recording_paused_ns)));
     if (trace.unjudged_after_pause_allocations > 0) {
