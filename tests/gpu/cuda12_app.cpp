@@ -40,19 +40,20 @@ cudaError_t cudaMallocManaged(void** pointer, size_t bytes, unsigned int flags);
 
 namespace {
 
-void* keep_weights(size_t bytes) {
+// Not inlined: each leak site is its own innermost frame, as the test looks them up.
+__attribute__((noinline)) void* keep_weights(size_t bytes) {
   void* pointer = nullptr;
   CHECK(cudaMalloc(&pointer, bytes));  // LEAK-SITE: keep_weights
   return pointer;
 }
 
-void* keep_async_scratch(size_t bytes, cudaStream_t stream) {
+__attribute__((noinline)) void* keep_async_scratch(size_t bytes, cudaStream_t stream) {
   void* pointer = nullptr;
   CHECK(cudaMallocAsync(&pointer, bytes, stream));  // LEAK-SITE: keep_async_scratch
   return pointer;
 }
 
-void* keep_managed(size_t bytes) {
+__attribute__((noinline)) void* keep_managed(size_t bytes) {
   void* pointer = nullptr;
   CHECK(cudaMallocManaged(&pointer, bytes, cudaMemAttachGlobal));  // LEAK-SITE: keep_managed
   return pointer;
