@@ -2,9 +2,11 @@
 // analysis/render: escaped markup, JSON that cannot end its <script> element, and inlined scripts checked for it.
 #pragma once
 
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gmt::analysis {
 
@@ -49,6 +51,25 @@ inline std::string_view script_text(std::string_view script) {
     throw std::logic_error("an inlined script of the HTML page contains </script");
   }
   return script;
+}
+
+// The page with each slot replaced by its text. The slots are found in the order given, each after the previous one, so
+// text put into one slot is never searched for the next.
+inline std::string fill_html_slots(std::string_view page,
+                                   std::initializer_list<std::pair<std::string_view, std::string_view>> slots) {
+  size_t size = page.size();
+  for (const auto& slot : slots) size += slot.second.size();
+  std::string out;
+  out.reserve(size);
+  size_t at = 0;
+  for (const auto& [slot, text] : slots) {
+    const size_t found = page.find(slot, at);
+    out += page.substr(at, found - at);
+    out += text;
+    at = found + slot.size();
+  }
+  out += page.substr(at);
+  return out;
 }
 
 }  // namespace gmt::analysis

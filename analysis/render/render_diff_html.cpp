@@ -129,23 +129,10 @@ std::string render_diff_html(const TraceDiff& diff, const Report& base, const Re
   const std::string title = html_escape("gpumemtrace diff: " + diff.base_path + " -> " + diff.new_path);
   const std::string header_html = header(diff, base, next);
 
-  // Split the page at its slots in order, so that text put into one slot is never searched for the next.
-  const std::string_view page = html_diff_template();
-  const std::pair<std::string_view, std::string_view> slots[] = {{kHtmlTitleSlot, title},
-                                                                 {kHtmlHeaderSlot, header_html},
-                                                                 {kHtmlDiffDataSlot, data_text},
-                                                                 {kHtmlD3Slot, script_text(d3_script())}};
-  std::string out;
-  out.reserve(page.size() + data_text.size() + header_html.size() + d3_script().size());
-  size_t at = 0;
-  for (const auto& [slot, text] : slots) {
-    const size_t found = page.find(slot, at);
-    out += page.substr(at, found - at);
-    out += text;
-    at = found + slot.size();
-  }
-  out += page.substr(at);
-  return out;
+  return fill_html_slots(html_diff_template(), {{kHtmlTitleSlot, title},
+                                                {kHtmlHeaderSlot, header_html},
+                                                {kHtmlDiffDataSlot, data_text},
+                                                {kHtmlD3Slot, script_text(d3_script())}});
 }
 
 }  // namespace gmt::analysis

@@ -134,27 +134,14 @@ std::string render_html(const Report& report, const RenderOptions& options, cons
   const std::string viewer_data = script_safe_json(
       viewer ? viewer_json(report, *viewer, options).dump(-1, ' ', false, Json::error_handler_t::replace) : "null");
 
-  // Split the page at its slots in order, so that text put into one slot is never searched for the next.
-  const std::string_view page = html_report_template();
   const std::string escaped_title = html_escape(title);
   const std::string header_html = header(report);
-  const std::pair<std::string_view, std::string_view> slots[] = {{kHtmlTitleSlot, escaped_title},
-                                                                 {kHtmlHeaderSlot, header_html},
-                                                                 {kHtmlDataSlot, data},
-                                                                 {kHtmlViewerDataSlot, viewer_data},
-                                                                 {kHtmlD3Slot, script_text(d3_script())},
-                                                                 {kHtmlViewerScriptSlot, script_text(viewer_script())}};
-  std::string out;
-  out.reserve(page.size() + data.size() + viewer_data.size() + d3_script().size() + viewer_script().size() + 4096);
-  size_t at = 0;
-  for (const auto& [slot, text] : slots) {
-    const size_t found = page.find(slot, at);
-    out += page.substr(at, found - at);
-    out += text;
-    at = found + slot.size();
-  }
-  out += page.substr(at);
-  return out;
+  return fill_html_slots(html_report_template(), {{kHtmlTitleSlot, escaped_title},
+                                                  {kHtmlHeaderSlot, header_html},
+                                                  {kHtmlDataSlot, data},
+                                                  {kHtmlViewerDataSlot, viewer_data},
+                                                  {kHtmlD3Slot, script_text(d3_script())},
+                                                  {kHtmlViewerScriptSlot, script_text(viewer_script())}});
 }
 
 }  // namespace gmt::analysis
