@@ -39,15 +39,15 @@ uint64_t tracker_key(TrackerType type, int16_t device, uint64_t what) {
          ((what >> 40) * 0x9E3779B97F4A7C15ull & 0x00ffffffffffffffull);
 }
 
-constexpr int kEventColumns = 15;
 constexpr const char* kInsertEventSql =
-    "INSERT OR REPLACE INTO events(id, time_ns, kind, api, source, memory_kind, thread_id, device, stream, address, "
-    "size, stack_id, error, handle, context) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)";
+    "INSERT OR REPLACE INTO event_rows(id, time_ns, type, thread_id, stream, address, size, stack_id, error, handle) "
+    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)";
 
 }  // namespace
 
-bool Aggregator::open(sqlite3* db, uint64_t t0_ns, uint64_t first_window_ns, std::string& error) {
+bool Aggregator::open(sqlite3* db, EventTypes* types, uint64_t t0_ns, uint64_t first_window_ns, std::string& error) {
   db_ = db;
+  types_ = types;
   t0_ns_ = t0_ns;
   window_ns_ = first_window_ns > 0 ? first_window_ns : agg::kFirstWindowNs;
   char* message = nullptr;
@@ -61,9 +61,8 @@ bool Aggregator::open(sqlite3* db, uint64_t t0_ns, uint64_t first_window_ns, std
     error = sqlite3_errmsg(db_);
     return false;
   };
-  static_assert(kEventColumns == 15);
   bool ok =
-      prepare(&insert_event_, kInsertEventSql) && prepare(&delete_event_, "DELETE FROM events WHERE id = ?1") &&
+      prepare(&insert_event_, kInsertEventSql) && prepare(&delete_event_, "DELETE FROM event_rows WHERE id = ?1") &&
       prepare(&insert_failure_, "INSERT OR REPLACE INTO alloc_failures(event_id, device_free, device_total) "
                                 "VALUES (?1, ?2, ?3)") &&
       prepare(&upsert_window_, "INSERT OR REPLACE INTO aggregate_windows(window, stack_id, level, memory_kind, "
@@ -102,23 +101,23 @@ bool Aggregator::step(sqlite3_stmt* s) {
 }
 
 bool Aggregator::write_event(const EventRecord& e, uint64_t id) {
+  const int64_t type = types_->id_of(e);
+  if (type == 0) {
+    last_error_ = types_->last_error();
+    return false;
+  }
   sqlite3_stmt* s = insert_event_;
   const CallPayload& call = e.call;
   sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(id));
   sqlite3_bind_int64(s, 2, static_cast<sqlite3_int64>(e.time_ns));
-  sqlite3_bind_int(s, 3, static_cast<int>(e.kind));
-  sqlite3_bind_int(s, 4, static_cast<int>(e.api));
-  sqlite3_bind_int(s, 5, static_cast<int>(e.source));
-  sqlite3_bind_int(s, 6, static_cast<int>(e.memory_kind));
-  sqlite3_bind_int64(s, 7, e.thread_id);
-  sqlite3_bind_int(s, 8, e.device);
-  sqlite3_bind_int64(s, 9, static_cast<sqlite3_int64>(call.stream));
-  sqlite3_bind_int64(s, 10, static_cast<sqlite3_int64>(call.address));
-  sqlite3_bind_int64(s, 11, static_cast<sqlite3_int64>(call.size));
-  sqlite3_bind_int64(s, 12, e.stack_id);
-  sqlite3_bind_int(s, 13, call.error);
-  sqlite3_bind_int64(s, 14, static_cast<sqlite3_int64>(call.handle));
-  sqlite3_bind_int64(s, 15, static_cast<sqlite3_int64>(call.context));
+  sqlite3_bind_int64(s, 3, type);
+  sqlite3_bind_int64(s, 4, e.thread_id);
+  sqlite3_bind_int64(s, 5, static_cast<sqlite3_int64>(call.stream));
+  sqlite3_bind_int64(s, 6, static_cast<sqlite3_int64>(call.address));
+  sqlite3_bind_int64(s, 7, static_cast<sqlite3_int64>(call.size));
+  sqlite3_bind_int64(s, 8, e.stack_id);
+  sqlite3_bind_int(s, 9, call.error);
+  sqlite3_bind_int64(s, 10, static_cast<sqlite3_int64>(call.handle));
   ++rows_in_trace_;
   return step(s);
 }

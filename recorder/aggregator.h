@@ -24,13 +24,15 @@
 
 #include "recorder/aggregate_state.h"
 #include "recorder/event.h"
+#include "recorder/event_types.h"
 
 namespace gmt::recorder {
 
 class Aggregator {
  public:
   // Creates the aggregate tables in `db` (the writer's open trace) and sets its meta. `t0_ns`: the process start.
-  bool open(sqlite3* db, uint64_t t0_ns, uint64_t first_window_ns, std::string& error);
+  // `types`: the writer's event_types (recorder/event_types.h), shared: the same connection and transaction.
+  bool open(sqlite3* db, EventTypes* types, uint64_t t0_ns, uint64_t first_window_ns, std::string& error);
   void close();
 
   // A CUDA-call event (the kinds the full trace writes as an `events` row), in the batch's order.
@@ -63,6 +65,7 @@ class Aggregator {
   size_t window_of(uint64_t time_ns);
 
   sqlite3* db_ = nullptr;
+  EventTypes* types_ = nullptr;
   sqlite3_stmt* insert_event_ = nullptr;
   sqlite3_stmt* delete_event_ = nullptr;
   sqlite3_stmt* insert_failure_ = nullptr;

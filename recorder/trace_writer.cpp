@@ -49,12 +49,12 @@ bool move_into_place(const std::string& temporary, const std::string& path, std:
   return false;
 }
 
-constexpr int kEventColumns = 14;
+constexpr int kEventColumns = 9;
 
-// "INSERT INTO events(...) VALUES (?,...),(?,...)..." for `rows` rows of kEventColumns parameters each.
+// "INSERT INTO event_rows(...) VALUES (?,...),(?,...)..." for `rows` rows of kEventColumns parameters each.
 std::string insert_events_sql(size_t rows) {
-  std::string sql = "INSERT INTO events(time_ns, kind, api, source, memory_kind, thread_id, device, stream, "
-                    "address, size, stack_id, error, handle, context) VALUES ";
+  std::string sql =
+      "INSERT INTO event_rows(time_ns, type, thread_id, stream, address, size, stack_id, error, handle) VALUES ";
   for (size_t row = 0; row < rows; ++row) {
     sql += row == 0 ? "(" : ",(";
     for (int column = 0; column < kEventColumns; ++column) sql += column == 0 ? "?" : ",?";
@@ -63,23 +63,19 @@ std::string insert_events_sql(size_t rows) {
   return sql;
 }
 
-// Binds one events row (an event with a CallPayload), its parameters starting at `first` (1-based).
-void bind_event(sqlite3_stmt* s, int first, const EventRecord& e) {
+// Binds one event_rows row (an event with a CallPayload, of event_types id `type`), its parameters starting at
+// `first` (1-based).
+void bind_event(sqlite3_stmt* s, int first, const EventRecord& e, int64_t type) {
   const CallPayload& call = e.call;
   sqlite3_bind_int64(s, first + 0, static_cast<sqlite3_int64>(e.time_ns));
-  sqlite3_bind_int(s, first + 1, static_cast<int>(e.kind));
-  sqlite3_bind_int(s, first + 2, static_cast<int>(e.api));
-  sqlite3_bind_int(s, first + 3, static_cast<int>(e.source));
-  sqlite3_bind_int(s, first + 4, static_cast<int>(e.memory_kind));
-  sqlite3_bind_int64(s, first + 5, e.thread_id);
-  sqlite3_bind_int(s, first + 6, e.device);
-  sqlite3_bind_int64(s, first + 7, static_cast<sqlite3_int64>(call.stream));
-  sqlite3_bind_int64(s, first + 8, static_cast<sqlite3_int64>(call.address));
-  sqlite3_bind_int64(s, first + 9, static_cast<sqlite3_int64>(call.size));
-  sqlite3_bind_int64(s, first + 10, e.stack_id);
-  sqlite3_bind_int(s, first + 11, call.error);
-  sqlite3_bind_int64(s, first + 12, static_cast<sqlite3_int64>(call.handle));
-  sqlite3_bind_int64(s, first + 13, static_cast<sqlite3_int64>(call.context));
+  sqlite3_bind_int64(s, first + 1, type);
+  sqlite3_bind_int64(s, first + 2, e.thread_id);
+  sqlite3_bind_int64(s, first + 3, static_cast<sqlite3_int64>(call.stream));
+  sqlite3_bind_int64(s, first + 4, static_cast<sqlite3_int64>(call.address));
+  sqlite3_bind_int64(s, first + 5, static_cast<sqlite3_int64>(call.size));
+  sqlite3_bind_int64(s, first + 6, e.stack_id);
+  sqlite3_bind_int(s, first + 7, call.error);
+  sqlite3_bind_int64(s, first + 8, static_cast<sqlite3_int64>(call.handle));
 }
 
 }  // namespace
@@ -120,7 +116,7 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
     return false;
   }
   bool ok =
-      prepare(&insert_event_, insert_events_sql(1).c_str()) &&
+      types_.open(db_, last_error_) && prepare(&insert_event_, insert_events_sql(1).c_str()) &&
       prepare(&insert_event_group_, insert_events_sql(kEventsPerInsert).c_str()) &&
       prepare(&insert_failure_,
               "INSERT INTO alloc_failures(event_id, device_free, device_total) VALUES (?1, ?2, ?3)") &&
@@ -154,7 +150,7 @@ bool TraceWriter::enable_aggregate(uint64_t t0_ns, uint64_t first_window_ns, std
   if (!db_) return false;
   auto aggregator = std::make_unique<Aggregator>();
   if (!exec("BEGIN")) return false;
-  if (!aggregator->open(db_, t0_ns, first_window_ns, error) || !exec("COMMIT")) {
+  if (!aggregator->open(db_, &types_, t0_ns, first_window_ns, error) || !exec("COMMIT")) {
     exec("ROLLBACK");
     aggregator->close();
     if (error.empty()) error = last_error_;
@@ -281,7 +277,9 @@ bool TraceWriter::write_batch(const std::vector<NewStack>& stacks, const EventRe
         continue;
       }
       ok &= flush_event_group();  // rows keep their recording order, and the failure needs its row's id
-      bind_event(insert_event_, 1, e);
+      const int64_t type = types_.id_of(e);
+      ok &= type != 0 || fail_with(types_.last_error());
+      bind_event(insert_event_, 1, e, type);
       ok &= step_and_reset_bound(insert_event_);
       sqlite3_bind_int64(insert_failure_, 1, sqlite3_last_insert_rowid(db_));
       if (e.call.has_memory_info) {
@@ -332,7 +330,10 @@ bool TraceWriter::write_pool_usage(const std::vector<EventRecord>& samples) {
 // as the row itself (statement start, transaction check, halt, reset), so a multi-row INSERT nearly halves
 // the writer's time per event (docs/benchmarks.md). Rows are inserted in the order they were added.
 bool TraceWriter::add_to_event_group(const EventRecord& e) {
-  bind_event(insert_event_group_, 1 + static_cast<int>(grouped_events_) * kEventColumns, e);
+  const int64_t type = types_.id_of(e);
+  if (type == 0) return fail_with(types_.last_error());
+  bind_event(insert_event_group_, 1 + static_cast<int>(grouped_events_) * kEventColumns, e, type);
+  group_types_[grouped_events_] = type;
   group_[grouped_events_++] = &e;
   if (grouped_events_ < kEventsPerInsert) return true;
   grouped_events_ = 0;
@@ -343,7 +344,7 @@ bool TraceWriter::add_to_event_group(const EventRecord& e) {
 bool TraceWriter::flush_event_group() {
   bool ok = true;
   for (size_t i = 0; i < grouped_events_; ++i) {
-    bind_event(insert_event_, 1, *group_[i]);
+    bind_event(insert_event_, 1, *group_[i], group_types_[i]);
     ok &= step_and_reset_bound(insert_event_);
   }
   grouped_events_ = 0;
@@ -423,9 +424,15 @@ bool TraceWriter::insert_pending_ranges() {
   return ok;
 }
 
+bool TraceWriter::fail_with(const std::string& error) {
+  last_error_ = error;
+  return false;
+}
+
 void TraceWriter::close() {
   if (aggregator_) aggregator_->close();
   aggregator_.reset();
+  types_.close();
   for (sqlite3_stmt* s : {insert_event_, insert_event_group_, insert_failure_, insert_stack_, insert_frame_,
                           insert_module_, upsert_meta_, insert_pool_usage_, insert_string_, insert_range_, end_range_,
                           insert_mark_, insert_python_frame_, insert_allocator_sample_}) {

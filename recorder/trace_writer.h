@@ -14,6 +14,7 @@
 #include "recorder/aggregator.h"
 #include "recorder/driver_queries.h"
 #include "recorder/event.h"
+#include "recorder/event_types.h"
 #include "recorder/stacks.h"
 #include "schema/trace_naming.h"
 #include "unwind/module_map.h"
@@ -79,6 +80,7 @@ class TraceWriter {
   bool insert_pool_usage(const EventRecord& e);
   bool write_allocator_sample(const EventRecord& e);  // trace_writer_allocator.cpp
   bool insert_pending_ranges();
+  bool fail_with(const std::string& error);  // sets last_error_, returns false
 
   sqlite3* db_ = nullptr;
   bool add_to_event_group(const EventRecord& e);
@@ -88,6 +90,8 @@ class TraceWriter {
   sqlite3_stmt* insert_event_ = nullptr;
   sqlite3_stmt* insert_event_group_ = nullptr;       // kEventsPerInsert rows per step
   const EventRecord* group_[kEventsPerInsert] = {};  // the rows bound to insert_event_group_ so far
+  int64_t group_types_[kEventsPerInsert] = {};       // and their event_types ids
+  EventTypes types_;
   size_t grouped_events_ = 0;
   sqlite3_stmt* insert_failure_ = nullptr;
   sqlite3_stmt* insert_stack_ = nullptr;

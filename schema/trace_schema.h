@@ -39,7 +39,16 @@ namespace gmt::schema {
 // tables, and an `events` table that keeps a subsequence of the full trace's rows under their full-trace ids; a full
 // v11 trace is a v10 one. The reader accepts every version up to this one (analysis/read/trace_file.cpp); an
 // aggregate trace is told by its meta (analysis/read/aggregate.cpp), not by it.
-inline constexpr int kSchemaVersion = 11;
+// 12 (issue 35, part 3: fewer bytes per event) = what an event is and where (kind, api, source, memory kind,
+// device, context: a few dozen combinations in a run) is interned in table event_types, and an event's row (table
+// event_rows: time, type, thread, stream, address, size, stack, error, handle) names its type. Stream and error stay
+// in the row so that it has ten columns: ranges has eight integers under an INTEGER PRIMARY KEY, event_types seven,
+// and no table ten, so a damaged trace's orphan pages are still told apart by their rows' shape
+// (analysis/read/salvage.cpp). A damaged event_types would change every event's meaning unnoticed: the reader
+// checks it against its UNIQUE index (analysis/read/trace_file.cpp). `events` is a view with
+// the v11 columns (and INSTEAD OF triggers for INSERT, UPDATE and DELETE), so SQL written for older traces reads and
+// writes a v12 trace unchanged; only an index by address moves to event_rows (docs/trace-format.md).
+inline constexpr int kSchemaVersion = 12;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -276,23 +285,62 @@ CREATE TABLE event_kinds  (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 CREATE TABLE memory_kinds (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 CREATE TABLE apis         (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
 CREATE TABLE sources      (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-CREATE TABLE events (
-  id          INTEGER PRIMARY KEY,  -- order of recording; ties in time_ns are broken by id
-  time_ns     INTEGER NOT NULL,     -- CLOCK_MONOTONIC; meta.start_monotonic_ns is the process start
+CREATE TABLE event_types (    -- what an event is and where (v12): the columns events share, interned
+  id          INTEGER PRIMARY KEY,
   kind        INTEGER NOT NULL,     -- event_kinds.id
   api         INTEGER NOT NULL,     -- apis.id
   source      INTEGER NOT NULL,     -- sources.id
   memory_kind INTEGER NOT NULL,     -- memory_kinds.id
-  thread_id   INTEGER NOT NULL,     -- kernel thread id (gettid)
   device      INTEGER NOT NULL,     -- CUDA device ordinal, -1 for host memory and unknown
+  context     INTEGER NOT NULL,     -- CUcontext as an integer, 0 when unknown
+  UNIQUE (kind, api, source, memory_kind, device, context)
+);
+CREATE TABLE event_rows (     -- one row per event (v12; `events` below is the view to read)
+  id          INTEGER PRIMARY KEY,  -- order of recording; ties in time_ns are broken by id
+  time_ns     INTEGER NOT NULL,     -- CLOCK_MONOTONIC; meta.start_monotonic_ns is the process start
+  type        INTEGER NOT NULL,     -- event_types.id
+  thread_id   INTEGER NOT NULL,     -- kernel thread id (gettid)
   stream      INTEGER NOT NULL,     -- cudaStream_t as an integer, 0 for the legacy default stream
   address     INTEGER NOT NULL,
   size        INTEGER NOT NULL,     -- bytes granted (Alloc) or requested (AllocFailed); 0 for Free
   stack_id    INTEGER NOT NULL,     -- stacks.id, 0 when no stack was taken
   error       INTEGER NOT NULL,     -- cudaError_t / CUresult the call returned; 0 for success
-  handle      INTEGER NOT NULL DEFAULT 0,  -- VMM physical handle, or the pool of a pool allocation (v2)
-  context     INTEGER NOT NULL DEFAULT 0   -- CUcontext as an integer, 0 when unknown (v2)
+  handle      INTEGER NOT NULL      -- VMM physical handle, or the pool of a pool allocation
 );
+-- The events of v1-v11 as they were, columns and order: CROSS JOIN keeps event_rows the outer loop (a scan in id
+-- order, one lookup of its type by id per row).
+CREATE VIEW events AS
+  SELECT r.id AS id, r.time_ns AS time_ns, t.kind AS kind, t.api AS api, t.source AS source,
+         t.memory_kind AS memory_kind, r.thread_id AS thread_id, t.device AS device, r.stream AS stream,
+         r.address AS address, r.size AS size, r.stack_id AS stack_id, r.error AS error, r.handle AS handle,
+         t.context AS context
+  FROM event_rows r CROSS JOIN event_types t ON t.id = r.type;
+CREATE TRIGGER events_insert INSTEAD OF INSERT ON events BEGIN
+  INSERT INTO event_types(kind, api, source, memory_kind, device, context)
+    SELECT NEW.kind, NEW.api, NEW.source, NEW.memory_kind, NEW.device, coalesce(NEW.context, 0)
+    WHERE NOT EXISTS (SELECT 1 FROM event_types WHERE kind = NEW.kind AND api = NEW.api AND source = NEW.source
+      AND memory_kind = NEW.memory_kind AND device = NEW.device AND context = coalesce(NEW.context, 0));
+  INSERT INTO event_rows(id, time_ns, type, thread_id, stream, address, size, stack_id, error, handle)
+    VALUES (NEW.id, NEW.time_ns, (SELECT id FROM event_types WHERE kind = NEW.kind AND api = NEW.api
+      AND source = NEW.source AND memory_kind = NEW.memory_kind AND device = NEW.device
+      AND context = coalesce(NEW.context, 0)),
+      NEW.thread_id, NEW.stream, NEW.address, NEW.size, NEW.stack_id, NEW.error, coalesce(NEW.handle, 0));
+END;
+CREATE TRIGGER events_delete INSTEAD OF DELETE ON events BEGIN
+  DELETE FROM event_rows WHERE id = OLD.id;
+END;
+-- An update of any column: the row's new type is interned as an insert's, the row rewritten in place.
+CREATE TRIGGER events_update INSTEAD OF UPDATE ON events BEGIN
+  INSERT INTO event_types(kind, api, source, memory_kind, device, context)
+    SELECT NEW.kind, NEW.api, NEW.source, NEW.memory_kind, NEW.device, NEW.context
+    WHERE NOT EXISTS (SELECT 1 FROM event_types WHERE kind = NEW.kind AND api = NEW.api AND source = NEW.source
+      AND memory_kind = NEW.memory_kind AND device = NEW.device AND context = NEW.context);
+  UPDATE event_rows SET id = NEW.id, time_ns = NEW.time_ns, thread_id = NEW.thread_id, stream = NEW.stream,
+    address = NEW.address, size = NEW.size, stack_id = NEW.stack_id, error = NEW.error, handle = NEW.handle,
+    type = (SELECT id FROM event_types WHERE kind = NEW.kind AND api = NEW.api AND source = NEW.source
+      AND memory_kind = NEW.memory_kind AND device = NEW.device AND context = NEW.context)
+    WHERE id = OLD.id;
+END;
 CREATE TABLE alloc_failures (
   event_id     INTEGER PRIMARY KEY,  -- events.id of an AllocFailed event
   device_free  INTEGER,              -- cudaMemGetInfo right after the failure; NULL when not asked
@@ -379,7 +427,7 @@ CREATE TABLE symbols (        -- filled after the run by `gpumemtrace run` (or `
 )SQL";
 
 inline constexpr const char* kCreateAnalysisIndexesSql = R"SQL(
-CREATE INDEX IF NOT EXISTS events_by_address ON events(address);
+CREATE INDEX IF NOT EXISTS events_by_address ON event_rows(address);  -- v12; events(address) before
 )SQL";
 
 // Keys of the meta table. Values are text; numbers are written in decimal.

@@ -94,7 +94,8 @@ bool EventReader::step() {
 }
 
 uint64_t highest_event_id(const TraceFile& trace) {
-  Statement highest(trace, "SELECT coalesce(max(id), 0) FROM events");  // the rowid index: no scan
+  // The rowid index: no scan (through v12's events view max(id) would scan every row).
+  Statement highest(trace, ("SELECT coalesce(max(id), 0) FROM " + event_rows_table(trace)).c_str());
   return highest.step() ? static_cast<uint64_t>(std::max<int64_t>(0, highest.column_int(0))) : 0;
 }
 
@@ -106,10 +107,12 @@ bool has_segment_events(const TraceFile& trace) {
 }
 
 std::optional<int64_t> first_event_time(const TraceFile& trace) {
-  Statement first(trace, "SELECT MIN(time_ns) FROM events");
+  Statement first(trace, ("SELECT MIN(time_ns) FROM " + event_rows_table(trace)).c_str());
   if (!first.step() || first.column_is_null(0)) return std::nullopt;
   return first.column_int(0);
 }
+
+std::string event_rows_table(const TraceFile& trace) { return trace.has_table("event_rows") ? "event_rows" : "events"; }
 
 std::string without_cross_check(const TraceFile& trace) {
   const std::optional<schema::Source> checking = cross_check_source(trace);

@@ -70,6 +70,11 @@ bool has_segment_events(const TraceFile& trace);
 // The earliest event's time; nullopt for a trace without events.
 std::optional<int64_t> first_event_time(const TraceFile& trace);
 
+// The table of the event rows themselves: "event_rows" from schema v12 on (where `events` is a view joining their
+// types), else "events". For queries on id, time_ns, thread_id, stream, address, size, stack_id, error and
+// handle only.
+std::string event_rows_table(const TraceFile& trace);
+
 // What to add to a WHERE clause on `events e` so that the cross-check's events count in no figure:
 // " AND e.source != N" in a run --verify trace, "" otherwise.
 std::string without_cross_check(const TraceFile& trace);

@@ -136,7 +136,7 @@ std::vector<uint32_t> read_schema(Walker& walker, salvage::SalvageDb& db) {
 }
 
 void note_row(salvage::Table& table, const Row& row, SalvageInfo& info, bool added) {
-  if (!added || table.name != "events") return;
+  if (!added || (table.name != "events" && table.name != "event_rows")) return;
   ++info.events_read;
   info.highest_event_id = std::max(info.highest_event_id, row.rowid);
 }
@@ -184,7 +184,7 @@ void read_orphans(const PageFile& file, Walker& walker, salvage::SalvageDb& db, 
 void read_tables(const PageFile& file, salvage::SalvageDb& db, SalvageInfo& info) {
   Walker walker(file, info);
   const std::vector<uint32_t> index_roots = read_schema(walker, db);
-  const bool schema_read = db.find("events") != nullptr;
+  const bool schema_read = db.find("events") != nullptr || db.find("event_rows") != nullptr;
   if (!schema_read) db.add_current_schema();  // the schema is lost: every page is placed by its shape
   for (salvage::Table& table : db.tables()) {
     if (table.root == 0) continue;
@@ -270,8 +270,15 @@ SalvagedTrace salvage_trace(const std::string& path) {
     info.expected_bytes = uint64_t{file.pages_in_header()} * file.page_size();
     salvage::SalvageDb db(salvaged.path(), application_id, static_cast<int32_t>(file.header_u32(60)));
     read_tables(file, db, info);
+    db.add_views();
     db.commit();
-    if (!db.find("meta") || !db.find("events") || db.find("events")->rows + db.find("meta")->rows == 0) {
+    const salvage::Table* events = db.find("event_rows") ? db.find("event_rows") : db.find("events");
+    if (db.find("event_rows") && (!db.find("event_types") || db.find("event_types")->rows == 0)) {
+      throw TraceError(fmt::format("'{}' is damaged: its event_types table (what each event is) could not be read, "
+                                   "so none of its events can be",
+                                   path));
+    }
+    if (!db.find("meta") || !events || events->rows + db.find("meta")->rows == 0) {
       throw TraceError(fmt::format("'{}' is damaged: none of its events or meta rows could be read", path));
     }
   } catch (const TraceError&) {

@@ -23,17 +23,26 @@ char affinity_of(const std::string& declared) {
   return '?';
 }
 
-// The current schema's CREATE TABLE statements, as SQLite stores them: the one place that knows our tables.
-std::map<std::string, std::string> current_schema_sql() {
+// The current schema's CREATE statements, as SQLite stores them: the one place that knows our tables. Tables by
+// name; views and triggers in the order they were made (a trigger after its view).
+std::map<std::string, std::string> current_schema_sql(std::vector<std::string>& views) {
   sqlite3* db = nullptr;
   std::map<std::string, std::string> statements;
   if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) == SQLITE_OK &&
       sqlite3_exec(db, schema::kCreateSchemaSql, nullptr, nullptr, nullptr) == SQLITE_OK) {
     sqlite3_stmt* rows = nullptr;
-    sqlite3_prepare_v2(db, "SELECT name, sql FROM sqlite_master WHERE type = 'table'", -1, &rows, nullptr);
+    sqlite3_prepare_v2(db,
+                       "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view', 'trigger') "
+                       "ORDER BY rowid",
+                       -1, &rows, nullptr);
     while (rows && sqlite3_step(rows) == SQLITE_ROW) {
-      statements[reinterpret_cast<const char*>(sqlite3_column_text(rows, 0))] =
-          reinterpret_cast<const char*>(sqlite3_column_text(rows, 1));
+      const std::string type = reinterpret_cast<const char*>(sqlite3_column_text(rows, 0));
+      const char* sql = reinterpret_cast<const char*>(sqlite3_column_text(rows, 2));
+      if (type == "table") {
+        statements[reinterpret_cast<const char*>(sqlite3_column_text(rows, 1))] = sql;
+      } else {
+        views.emplace_back(sql);
+      }
     }
     sqlite3_finalize(rows);
   }
@@ -68,7 +77,7 @@ void bind(sqlite3_stmt* statement, int index, const sqlite_file::Value& value) {
 }  // namespace
 
 SalvageDb::SalvageDb(const std::string& path, int64_t application_id, int64_t user_version)
-    : current_sql_(current_schema_sql()) {
+    : current_sql_(current_schema_sql(current_views_)) {
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
@@ -110,6 +119,11 @@ bool SalvageDb::add_table(const std::string& name, const std::string& trace_sql,
 
 void SalvageDb::add_current_schema() {
   for (const auto& [name, sql] : current_sql_) add_table(name, sql, 0);
+}
+
+void SalvageDb::add_views() {
+  if (!find("event_rows") || !find("event_types") || find("events")) return;
+  for (const std::string& sql : current_views_) exec(sql.c_str());
 }
 
 // Runs one CREATE TABLE statement (only the first statement of the text) and reads the columns it made.

@@ -41,6 +41,9 @@ class SalvageDb {
   bool add_table(const std::string& name, const std::string& trace_sql, uint32_t root);
   // Every table of the current schema not added yet (the trace's schema could not be read).
   void add_current_schema();
+  // The current schema's views and triggers (v12's `events` over event_rows and event_types), once the tables
+  // they read are there; none for an older trace, whose events is a table.
+  void add_views();
 
   std::vector<Table>& tables() { return tables_; }
   Table* find(const std::string& name);
@@ -59,7 +62,9 @@ class SalvageDb {
   sqlite3_stmt* insert_statement(Table& table, size_t values);
 
   sqlite3* db_ = nullptr;
-  std::map<std::string, std::string> current_sql_;  // the current schema's CREATE TABLE statements, by name
+  // Before current_sql_: the constructor fills both from one read of the schema.
+  std::vector<std::string> current_views_;          // the current schema's CREATE VIEW and TRIGGER statements
+  std::map<std::string, std::string> current_sql_;  // its CREATE TABLE statements, by name
   std::vector<Table> tables_;
 };
 

@@ -43,10 +43,10 @@ def record(trace, *command):
 
 def surviving_event_ids(trace, cut):
     """The ids of the events whose leaf page lies wholly in the first `cut` bytes. dbstat names each page of the
-    events b-tree; its path orders the leaves as their keys are ordered, so leaf k holds the next ncell ids."""
+    event_rows b-tree; its path orders the leaves as their keys are ordered, so leaf k holds the next ncell ids."""
     with sqlite3.connect(f"file:{trace}?mode=ro", uri=True) as db:
         page_size = db.execute("PRAGMA page_size").fetchone()[0]
-        leaves = db.execute("SELECT pageno, ncell, path FROM dbstat WHERE name = 'events' AND pagetype = 'leaf'")
+        leaves = db.execute("SELECT pageno, ncell, path FROM dbstat WHERE name = 'event_rows' AND pagetype = 'leaf'")
         leaves = sorted(leaves.fetchall(), key=lambda row: row[2])
         ids = [row[0] for row in db.execute("SELECT id FROM events ORDER BY id")]
     assert sum(row[1] for row in leaves) == len(ids), "dbstat's leaves do not hold every event"
@@ -171,11 +171,12 @@ class DamagedTraces(unittest.TestCase):
                 self.assertIn(f"the trace has no {table} table: {missing}", report["trace"]["missing_tables"])
 
     def test_missing_required_table_is_refused_with_exit_2(self):
-        for table in ("meta", "events"):
+        # From schema v12 on, events is a view of the tables event_rows and event_types.
+        for table in ("meta", "event_rows", "event_types", "events"):
             with self.subTest(table=table):
                 trace = self.copy(self.ranges, f"no_{table}.db")
                 with sqlite3.connect(trace) as db:
-                    db.execute(f"DROP TABLE {table}")
+                    db.execute(f"DROP {'VIEW' if table == 'events' else 'TABLE'} {table}")
                 db.close()
                 result = run_cli("report", trace)
                 self.assertEqual(result.returncode, 2, result.stdout + result.stderr)

@@ -455,8 +455,11 @@ TEST(ModelTest, SchemaVersion1TracesAreStillRead) {
   builder.alloc(1, 0xa000, 100);
   builder.alloc(2, 0xb000, 50);
   builder.free(3, 0xa000);
-  builder.exec("ALTER TABLE events DROP COLUMN handle");
-  builder.exec("ALTER TABLE events DROP COLUMN context");
+  // The v1 table itself, in place of the current schema's event_rows, event_types and events view.
+  builder.exec("CREATE TABLE events_v1 AS SELECT id, time_ns, kind, api, source, memory_kind, thread_id, device, "
+               "stream, address, size, stack_id, error FROM events");
+  builder.exec("DROP VIEW events; DROP TABLE event_rows; DROP TABLE event_types; "
+               "ALTER TABLE events_v1 RENAME TO events");
   Report report = analyze(builder);
   EXPECT_EQ(report.trace.schema_version, 1);
   EXPECT_EQ(report.totals.leaked_bytes, 50u);

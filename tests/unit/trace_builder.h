@@ -119,7 +119,8 @@ class TraceBuilder {
         "size, stack_id, error, handle) VALUES (?1, ?2, ?3, ?13, ?4, ?11, ?5, ?12, ?6, ?7, ?8, ?9, ?10)",
         {kStartNs + row.time_ns, static_cast<int64_t>(row.kind), row.api, row.memory_kind, row.device, row.address,
          row.size, row.stack_id, row.error, row.handle, row.thread_id, row.stream, row.source});
-    return sqlite3_last_insert_rowid(db_);
+    // The view's trigger inserts the row (schema v12): last_insert_rowid does not see inside a trigger.
+    return scalar("SELECT max(id) FROM event_rows");
   }
 
   int64_t alloc(int64_t time_ns, int64_t address, int64_t size, int64_t stack_id = 0,
@@ -265,6 +266,13 @@ class TraceBuilder {
       sqlite3_bind_text(stmt, index++, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
     }
     step_and_finalize(stmt);
+  }
+
+  int64_t scalar(const std::string& sql) {
+    sqlite3_stmt* query = prepare(sql);
+    const int64_t value = sqlite3_step(query) == SQLITE_ROW ? sqlite3_column_int64(query, 0) : 0;
+    sqlite3_finalize(query);
+    return value;
   }
 
   int64_t string_id(const std::string& text) {
