@@ -13,8 +13,8 @@ size_t EventTypes::KeyHash::operator()(const Key& k) const {
 
 bool EventTypes::open(sqlite3* db, std::string& error) {
   db_ = db;
-  const char* sql =
-      "INSERT INTO event_types(id, kind, api, source, memory_kind, device, context) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+  const char* sql = "INSERT INTO event_types(id, kind, api, source, memory_kind, device, context) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
   if (sqlite3_prepare_v2(db_, sql, -1, &insert_, nullptr) == SQLITE_OK) return true;
   error = sqlite3_errmsg(db_);
   return false;
@@ -29,8 +29,8 @@ void EventTypes::close() {
 }
 
 int64_t EventTypes::id_of(const EventRecord& e) {
-  const Key key{static_cast<uint8_t>(e.kind), static_cast<uint8_t>(e.api), static_cast<uint8_t>(e.source),
-                static_cast<uint8_t>(e.memory_kind), e.device, e.call.context};
+  const auto byte = [](auto value) { return static_cast<uint8_t>(value); };
+  const Key key{byte(e.kind), byte(e.api), byte(e.source), byte(e.memory_kind), e.device, e.call.context};
   if (last_id_ != 0 && key == last_) return last_id_;
   auto found = ids_.find(key);
   if (found == ids_.end()) {
