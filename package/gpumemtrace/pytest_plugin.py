@@ -32,6 +32,7 @@ import time
 import pytest
 
 from . import native_command
+from .windows import window_peak
 
 SESSION_ENV = "GMT_PYTEST_SESSION"  # set in the re-executed pytest: the folder of its trace
 TRACE_NAME = "pytest.{pid}.db"
@@ -190,13 +191,14 @@ class SessionProfiler:
             report.longrepr = f"gpumemtrace: the test's GPU memory could not be analyzed: {self.last_error}"
             return
         problems = []
-        held, peak = window["totals"]["leaked_bytes"], window["totals"]["peak_bytes"]
+        held = window["totals"]["leaked_bytes"]
+        peak, peak_stacks = window_peak(window)
         if "limit_gpu_leaks" in limits and held > limits["limit_gpu_leaks"]:
             problems.append(f"the test still holds {format_bytes(held)} ({held} B) of GPU memory it allocated, "
                             f"over its limit_gpu_leaks of {format_bytes(limits['limit_gpu_leaks'])}; largest first:"
                             + "".join(_describe_stack(leak) for leak in window["leaks"][:3]))
         if "limit_gpu_peak" in limits and peak > limits["limit_gpu_peak"]:
-            stacks = [s for p in window.get("peak_stacks", []) for s in p["stacks"]]
+            stacks = [s for p in peak_stacks for s in p["stacks"]]
             problems.append(f"the test's GPU memory peaked at {format_bytes(peak)} ({peak} B), over its "
                             f"limit_gpu_peak of {format_bytes(limits['limit_gpu_peak'])}; held at the peak:"
                             + "".join(_describe_stack(s) for s in stacks[:3]))
@@ -279,13 +281,13 @@ class SessionProfiler:
             reports = list(pool.map(lambda r: self.analyze(r["start_ns"], r["end_ns"], top=1, settled=True), rows))
         for row, report in zip(rows, reports):
             row["held_bytes"] = report["totals"]["leaked_bytes"] if report else None
-            row["peak_bytes"] = report["totals"]["peak_bytes"] if report else None
+            row["peak_bytes"] = window_peak(report)[0] if report else None
             row["allocations"] = report["totals"]["allocations"] if report else None
             row["held_at"] = _leaking_line(report["leaks"][0]) if report and report["leaks"] else None
         failed = [r for r in rows if r["held_bytes"] is None]
         tests = sorted((r for r in rows if r["kind"] == "test" and r["held_bytes"]),
                        key=lambda r: (-r["held_bytes"], -r["peak_bytes"]))
-        fixtures = [r for r in rows if r["kind"] == "fixture" and r["allocations"]]
+        fixtures = [r for r in rows if r["kind"] == "fixture" and (r["allocations"] or r["peak_bytes"])]
         top = self.config.getoption("gpumemtrace_top")
         if tests:
             write(f"tests still holding GPU memory they allocated when they ended ({len(tests)}), largest first:")

@@ -61,7 +61,7 @@ class WheelTest(unittest.TestCase):
         for part in ("gpumemtrace/_native/bin/gpumemtrace", "gpumemtrace/_native/lib/gpumemtrace/libgpumemtrace.so",
                      "gpumemtrace/_native/lib/gpumemtrace/python/sitecustomize.py",
                      "gpumemtrace/_native/lib/gpumemtrace/python/gpumemtrace_inprocess/torch_bridge.cpp",
-                     "gpumemtrace/pytest_plugin.py"):
+                     "gpumemtrace/pytest_plugin.py", "gpumemtrace/windows.py"):
             self.assertIn(part, files)
 
     def test_the_installed_binaries_find_every_library(self):
