@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "analysis/read/ordered_events.h"
 #include "analysis/read/trace_file.h"
@@ -56,7 +57,17 @@ class EventReader {
   bool step();
   const EventRow& row() const { return row_; }
 
+  // Schema 12: what an event type (event_types' row of that id) says of its events.
+  struct Type {
+    int64_t kind = 0;
+    int64_t api = 0;
+    int64_t memory_kind = 0;
+    int64_t device = 0;
+    int64_t source = 0;
+  };
+
  private:
+  std::vector<Type> types_;  // by type id; empty before schema 12 (the rows carry kind, api, ... themselves)
   OrderedEvents rows_;
   EventRow row_;
 };
