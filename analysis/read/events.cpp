@@ -7,14 +7,12 @@
 namespace gmt::analysis {
 namespace {
 
-// The columns of the events query, in its order; OrderedEvents wants the id first and the time second.
+// The columns of the events query, in its order; OrderedEvents wants the id first and the time second. What the
+// row itself holds comes first; then what its type says, which in schema 12 is the one column kKind, the event_types
+// id (step() looks the rest up in memory).
 enum Column : int {
   kId,
   kTime,
-  kKind,
-  kApi,
-  kMemoryKind,
-  kDevice,
   kAddress,
   kSize,
   kStackId,
@@ -24,23 +22,11 @@ enum Column : int {
   kHandle,
   kThreadId,
   kStream,
+  kKind,  // schema 12: the type's id
+  kApi,
+  kMemoryKind,
+  kDevice,
   kSource,
-};
-
-// Schema 12's columns (events_sql): the row's own, with the type's id where the kind was.
-enum RowColumn : int {
-  kRowId,
-  kRowTime,
-  kRowType,
-  kRowAddress,
-  kRowSize,
-  kRowStackId,
-  kRowError,
-  kRowDeviceFree,
-  kRowDeviceTotal,
-  kRowHandle,
-  kRowThreadId,
-  kRowStream,
 };
 
 schema::Api api_from_code(int64_t code) {
@@ -89,24 +75,20 @@ std::string wanted_types(const TraceFile& trace, EventSet set, std::vector<Event
   return " WHERE e.type IN (" + ids + ")";
 }
 
-// The LEFT JOIN costs one primary-key lookup per event and saves a second pass for the failures.
+// The LEFT JOIN costs one primary-key lookup per event and saves a second pass for the failures. Column's order;
+// aliased `e`, as OrderedEvents' ORDER BY names it.
 std::string events_sql(const TraceFile& trace, EventSet set, std::vector<EventReader::Type>& types) {
   const bool failures_table = trace.has_table("alloc_failures");  // trace_tables.h: optional
-  if (trace.has_table("event_rows")) {
-    // RowColumn's order; step() fills in what the type says. Aliased `e`, as OrderedEvents' ORDER BY names it.
-    return std::string("SELECT e.id, e.time_ns, e.type, e.address, e.size, e.stack_id, e.error, ") +
-           (failures_table ? "f.device_free, f.device_total, " : "NULL, NULL, ") +
-           "e.handle, e.thread_id, e.stream FROM event_rows e" +
-           (failures_table ? " LEFT JOIN alloc_failures f ON f.event_id = e.id" : "") + wanted_types(trace, set, types);
-  }
+  const bool typed = trace.has_table("event_rows");
   // Schema 1 traces have no handle column: read it as 0 there.
-  const char* handle_column = trace.schema_version() >= 2 ? "e.handle" : "0";
-  return std::string("SELECT e.id, e.time_ns, e.kind, e.api, e.memory_kind, e.device, e.address, e.size, "
-                     "e.stack_id, e.error, ") +
+  const char* handle_column = typed || trace.schema_version() >= 2 ? "e.handle" : "0";
+  return std::string("SELECT e.id, e.time_ns, e.address, e.size, e.stack_id, e.error, ") +
          (failures_table ? "f.device_free, f.device_total, " : "NULL, NULL, ") + handle_column +
-         ", e.thread_id, e.stream, e.source FROM events e" +
-         (failures_table ? " LEFT JOIN alloc_failures f ON f.event_id = e.id" : "") + events_of(set) +
-         without_cross_check(trace);  // run --verify: the cross-check's events count nowhere
+         ", e.thread_id, e.stream, " +
+         (typed ? "e.type FROM event_rows e" : "e.kind, e.api, e.memory_kind, e.device, e.source FROM events e") +
+         (failures_table ? " LEFT JOIN alloc_failures f ON f.event_id = e.id" : "") +
+         (typed ? wanted_types(trace, set, types)
+                : events_of(set) + without_cross_check(trace));  // run --verify: its cross-check counts nowhere
 }
 
 }  // namespace
@@ -119,33 +101,8 @@ bool EventReader::step() {
   auto optional = [this](int column) {
     return rows_.column_is_null(column) ? std::nullopt : std::optional<int64_t>(rows_.column_int(column));
   };
-  if (!types_.empty()) {
-    // Schema 12: only rows of the wanted types come back (wanted_types), each id within types_.
-    const Type& type = types_[static_cast<size_t>(rows_.column_int(kRowType))];
-    row_.id = rows_.column_int(kRowId);
-    row_.time_ns = rows_.column_int(kRowTime);
-    row_.kind = type.kind;
-    row_.api = api_from_code(type.api);
-    row_.memory_kind = memory_kind_from_code(type.memory_kind);
-    row_.device = type.device;
-    row_.address = static_cast<uint64_t>(rows_.column_int(kRowAddress));
-    row_.size = rows_.column_int(kRowSize);
-    row_.stack_id = rows_.column_int(kRowStackId);
-    row_.error = rows_.column_int(kRowError);
-    row_.device_free = optional(kRowDeviceFree);
-    row_.device_total = optional(kRowDeviceTotal);
-    row_.handle = static_cast<uint64_t>(rows_.column_int(kRowHandle));
-    row_.thread_id = rows_.column_int(kRowThreadId);
-    row_.stream = rows_.column_int(kRowStream);
-    row_.source = type.source;
-    return true;
-  }
   row_.id = rows_.column_int(kId);
   row_.time_ns = rows_.column_int(kTime);
-  row_.kind = rows_.column_int(kKind);
-  row_.api = api_from_code(rows_.column_int(kApi));
-  row_.memory_kind = memory_kind_from_code(rows_.column_int(kMemoryKind));
-  row_.device = rows_.column_int(kDevice);
   row_.address = static_cast<uint64_t>(rows_.column_int(kAddress));
   row_.size = rows_.column_int(kSize);
   row_.stack_id = rows_.column_int(kStackId);
@@ -155,7 +112,18 @@ bool EventReader::step() {
   row_.handle = static_cast<uint64_t>(rows_.column_int(kHandle));
   row_.thread_id = rows_.column_int(kThreadId);
   row_.stream = rows_.column_int(kStream);
-  row_.source = rows_.column_int(kSource);
+  Type type;
+  if (types_.empty()) {
+    type = {rows_.column_int(kKind), rows_.column_int(kApi), rows_.column_int(kMemoryKind), rows_.column_int(kDevice),
+            rows_.column_int(kSource)};
+  } else {
+    type = types_[static_cast<size_t>(rows_.column_int(kKind))];  // only wanted types' rows come back (wanted_types)
+  }
+  row_.kind = type.kind;
+  row_.api = api_from_code(type.api);
+  row_.memory_kind = memory_kind_from_code(type.memory_kind);
+  row_.device = type.device;
+  row_.source = type.source;
   return true;
 }
 
@@ -171,9 +139,9 @@ bool has_segment_events(const TraceFile& trace) {
   if (trace.has_table("event_types")) {
     // Schema 12: the types first (a handful of rows); without a segment type no event row is read at all.
     Statement types(trace, ("SELECT group_concat(id) FROM event_types WHERE kind = " + kind).c_str());
-    if (!types.step() || types.column_is_null(0)) return false;
-    sql =
-        "SELECT EXISTS(SELECT 1 FROM event_rows WHERE type IN (SELECT id FROM event_types WHERE kind = " + kind + "))";
+    const std::optional<std::string> ids = types.step() ? types.column_text(0) : std::nullopt;
+    if (!ids) return false;
+    sql = "SELECT EXISTS(SELECT 1 FROM event_rows WHERE type IN (" + *ids + "))";
   }
   Statement query(trace, sql.c_str());
   return query.step() && query.column_int(0) != 0;
