@@ -3,10 +3,14 @@ request after request for DURATION seconds, each request of a random length (an 
 leak: one KV-cache buffer in LEAK_EVERY requests is kept in a list forever (a cache never evicted). Prints what it
 served and what it kept, so a report can be checked against it:
 
-    python samples/torch_serving.py [DURATION_S=60] [LEAK_EVERY=500]
+    python samples/torch_serving.py [DURATION_S=60] [LEAK_EVERY=500] [TICK_S=0]
 
     served: requests=N seconds=S requests_per_s=R
     truth: kept_buffers=K kept_bytes=B leak_line=L
+
+With TICK_S > 0 it also prints `tick: monotonic=T requests=N` every TICK_S seconds (T is CLOCK_MONOTONIC, which
+every process of the machine shares), so that a benchmark can count the requests served in any time window of one
+run (tests/gpu/test_gpu_top.py: top switched on and off while one service runs).
 """
 import inspect
 import random
@@ -17,6 +21,7 @@ import torch
 
 DURATION_S = float(sys.argv[1]) if len(sys.argv) > 1 else 60.0
 LEAK_EVERY = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+TICK_S = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
 D_MODEL = 1024
 LAYERS = 4
 KV_BYTES_PER_TOKEN = 2 * D_MODEL * 2  # keys and values, bf16
@@ -54,8 +59,15 @@ def main():
     kept_bytes = 0
     served = 0
     start = time.monotonic()
+    next_tick = start
     with torch.inference_mode():
-        while time.monotonic() - start < DURATION_S:
+        while True:
+            now = time.monotonic()
+            if now - start >= DURATION_S:
+                break
+            if TICK_S > 0 and now >= next_tick:
+                print(f"tick: monotonic={now:.4f} requests={served}", flush=True)
+                next_tick += TICK_S
             torch.cuda.nvtx.range_push("request")
             tokens = rng.choice((64, 128, 256, 512)) * rng.randint(1, 4)
             x = torch.randn(1, tokens, D_MODEL, device="cuda", dtype=torch.bfloat16)
