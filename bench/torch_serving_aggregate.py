@@ -5,9 +5,12 @@ the report's time and memory, and the leak named at its Python line with the exa
 
 Usage (from the repository root, on the GPU machine, after scripts/gpu-suite.sh built BUILD_DIR):
     python3 bench/torch_serving_aggregate.py BUILD_DIR [--duration 600] [--leak-every 500] [--out DIR]
-                                             [--mode both|plain|aggregate]
+                                             [--mode both|plain|aggregate] [--top-window S]
 A device call lasts at most 10 minutes: for 10 minutes of serving, run --mode plain and --mode aggregate in two
-calls (each prints its requests per second). Prints FIGURE lines; exits 1 when the leak is not named exactly.
+calls (each prints its requests per second), the second started with setsid so that it outlives its call.
+--top-window S also switches `gpumemtrace top --interval 1` on in every other window of S seconds of the aggregate
+run and prints what it cost the service (bench/serving_windows.py). Prints FIGURE lines; exits 1 when the leak is
+not named exactly.
 """
 import argparse
 import json
@@ -19,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
+import serving_windows  # noqa: E402
 
 SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "samples", "torch_serving.py")
 
@@ -35,6 +39,7 @@ def main():
     parser.add_argument("--leak-every", type=int, default=500)
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--mode", choices=("both", "plain", "aggregate"), default="both")
+    parser.add_argument("--top-window", type=float, default=0, help="seconds per window with and without top")
     args = parser.parse_args()
     cli = benchlib.paths(args.build)["cli"]
     os.makedirs(args.out, exist_ok=True)
@@ -51,12 +56,17 @@ def main():
         if args.mode == "plain":
             return
     start = time.perf_counter()
-    profiled = subprocess.run([cli, "run", "--aggregate", "-o", trace, "--", *command], capture_output=True, text=True)
+    if args.top_window:
+        stdout = serve_with_top(cli, trace, command, args)
+    else:
+        profiled = subprocess.run([cli, "run", "--aggregate", "-o", trace, "--", *command], capture_output=True,
+                                  text=True)
+        if profiled.returncode != 0:
+            sys.exit(f"run --aggregate failed ({profiled.returncode}): {profiled.stderr[-2000:]}")
+        stdout = profiled.stdout
     run_s = time.perf_counter() - start
-    if profiled.returncode != 0:
-        sys.exit(f"run --aggregate failed ({profiled.returncode}): {profiled.stderr[-2000:]}")
-    agg_requests, agg_s = served(profiled.stdout)
-    truth = dict(re.findall(r"(kept_buffers|kept_bytes|leak_line)=(\d+)", profiled.stdout))
+    agg_requests, agg_s = served(stdout)
+    truth = dict(re.findall(r"(kept_buffers|kept_bytes|leak_line)=(\d+)", stdout))
     size = os.path.getsize(trace)
     report_path = os.path.join(args.out, "torch_serving.aggregate.json")
     wall, _, rss_mib = benchlib.run_measured([cli, "report", "--format", "json", "-o", report_path, trace])
@@ -77,6 +87,42 @@ def main():
           f"{leak['bytes'] if leak else 0} B in {leak['count'] if leak else 0} "
           f"(truth {truth['kept_bytes']} B in {truth['kept_buffers']}): {'exact' if exact else 'NOT exact'}")
     sys.exit(0 if exact else 1)
+
+
+def serve_with_top(cli, trace, command, args, warmup_s=10):
+    """The aggregate run with ticks, `top` on in every other window; prints top's cost and returns the stdout."""
+    windows = int((args.duration - warmup_s - 2) // args.top_window)
+    windows -= 1 - windows % 2  # odd: off, on, ..., off
+    app = subprocess.Popen([cli, "run", "-q", "--aggregate", "-o", trace, "--", *command, "0.1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    output = serving_windows.ServiceOutput(app)
+    first = output.first_tick(app)
+    if first is None:
+        app.kill()
+        sys.exit(f"the service printed no tick: {output.finish()[1][-2000:]}")
+    logs = []
+
+    def start_top(index):
+        logs.append(open(os.path.join(args.out, f"top-{index}.txt"), "w"))
+        return subprocess.Popen([cli, "top", "--interval", "1", trace], stdout=logs[-1], stderr=subprocess.STDOUT)
+
+    spans, exits = serving_windows.toggle_watcher(start_top, first + warmup_s, windows, args.top_window)
+    app.wait()
+    stdout, stderr = output.finish()
+    if app.returncode != 0:
+        sys.exit(f"run --aggregate failed ({app.returncode}): {stderr[-2000:]}")
+    frames = []
+    for log in logs:
+        log.close()
+        with open(log.name) as f:
+            frames.append(len(re.findall(r"^pid \d+ ", f.read(), re.M)))
+    cost, control, rates = serving_windows.watcher_cost(output.ticks, spans)
+    off = [rate for index, rate in enumerate(rates) if index % 2 == 0]
+    print(f"FIGURE top beside the aggregate run: {cost:+.2%} requests/s in {windows // 2} windows of "
+          f"{args.top_window:.0f} s against the off-windows either side (A/A control {control:+.2%}); top's exits "
+          f"{sorted(set(exits))}, frames per window {min(frames)}-{max(frames)}; off-windows "
+          f"{sum(off) / len(off):.1f} requests/s; windows {[round(rate, 1) for rate in rates]}")
+    return stdout
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import threading
 import time
 import unittest
 
@@ -18,6 +17,9 @@ HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from gmt_e2e import CLI, SOURCE, TraceDirTestCase, report_json, run_cli  # noqa: E402
 from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
+
+sys.path.insert(0, os.path.join(SOURCE, "bench"))
+import serving_windows  # noqa: E402
 
 PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 SCRIPT = os.path.join(SOURCE, "samples", "torch_serving.py")
@@ -113,86 +115,43 @@ class GpuTopTest(TraceDirTestCase):
                             f"{mid_count} buffers; at exit {kept_bytes} B in {kept_buffers} (the sample's own count)")
 
     def test_2_what_top_refreshing_every_second_costs_the_service(self):
-        """One service per trace mode, `top --interval 1` switched on and off in windows while it serves: separate
-        runs of the loop spread by up to 15% (2026-12-06, 21268ac), more than the 1% to be shown, while windows of one
-        run differ by far less. Each on-window is compared with the mean of the off-windows either side (a linear
-        drift cancels); the A/A control compares each inner off-window with the off-windows two away, the same way."""
+        """One service per trace mode, `top --interval 1` switched on in every other window while it serves
+        (bench/serving_windows.py: separate runs spread more than the 1% to be shown, windows of one run far less)."""
         for mode, options in (("full", ()), ("aggregate", ("--aggregate",))):
-            windows = 13  # off, on, off, ..., off
-            trace, app = self.serve(f"cost-{mode}.db", WARMUP_S + windows * WINDOW_S + 2, options,
-                                    tick_s=TICK_S)
-            ticks = []
-            errors = []  # drained as it runs: a full stderr pipe would stall the service
-            readers = [threading.Thread(target=collect_ticks, args=(app.stdout, ticks), daemon=True),
-                       threading.Thread(target=lambda: errors.append(app.stderr.read()), daemon=True)]
-            for reader in readers:
-                reader.start()
-            deadline = time.monotonic() + 120
-            while not ticks and time.monotonic() < deadline and app.poll() is None:
-                time.sleep(0.05)
-            self.assertTrue(ticks, "the service printed no tick")
-            spans, frames = [], []
-            first = ticks[0][0] + WARMUP_S
-            for index in range(windows):
-                begin, end = first + index * WINDOW_S, first + (index + 1) * WINDOW_S
-                time.sleep(max(0.0, begin - time.monotonic()))
-                watcher = None
-                if index % 2:
-                    log_path = self.path(f"top-{mode}-{index}.txt")
-                    log = open(log_path, "w")
-                    watcher = subprocess.Popen([CLI, "top", "--interval", "1", trace], stdout=log,
-                                               stderr=subprocess.STDOUT)
-                time.sleep(max(0.0, end - time.monotonic()))
-                if watcher:
-                    watcher.terminate()
-                    self.assertEqual(watcher.wait(timeout=60), 0)  # SIGTERM ends it cleanly
-                    log.close()
-                    with open(log_path) as f:
-                        frames.append(len(re.findall(r"^pid \d+ ", f.read(), re.M)))
-                spans.append((begin + SETTLE_S, end))
+            windows, window_s = 13, 6  # off, on, off, ..., off
+            trace, app = self.serve(f"cost-{mode}.db", WARMUP_S + windows * window_s + 2, options, tick_s=0.1)
+            output = serving_windows.ServiceOutput(app)
+            first = output.first_tick(app)
+            self.assertIsNotNone(first, "the service printed no tick")
+            logs = {}
+
+            def start_top(index):
+                logs[index] = open(self.path(f"top-{mode}-{index}.txt"), "w")
+                return subprocess.Popen([CLI, "top", "--interval", "1", trace], stdout=logs[index],
+                                        stderr=subprocess.STDOUT)
+
+            spans, exits = serving_windows.toggle_watcher(start_top, first + WARMUP_S, windows, window_s)
             app.wait(timeout=600)
-            for reader in readers:
-                reader.join(timeout=60)
-            self.assertEqual(app.returncode, 0, "".join(errors)[-3000:])
-            rates = [rate_between(ticks, begin, end) for begin, end in spans]
-            cost = window_ratio(rates, range(1, windows, 2), 1)
-            control = window_ratio(rates, range(2, windows - 2, 2), 2)
+            stdout, stderr = output.finish()
+            self.assertEqual(app.returncode, 0, stderr[-3000:])
+            self.assertEqual(exits, [0] * (windows // 2))  # SIGTERM ends top cleanly
+            frames = []
+            for log in logs.values():
+                log.close()
+                with open(log.name) as f:
+                    frames.append(len(re.findall(r"^pid \d+ ", f.read(), re.M)))
+            cost, control, rates = serving_windows.watcher_cost(output.ticks, spans)
             # It refreshed: about every second on the bounded aggregate trace; a full trace's refresh analyzes every
             # event so far and slows as the run goes on (the frames say how often it managed).
-            self.assertGreaterEqual(min(frames), WINDOW_S // 2 if mode == "aggregate" else 1, frames)
+            self.assertGreaterEqual(min(frames), window_s // 2 if mode == "aggregate" else 1, frames)
             self.figures.append(
-                f"top's cost ({mode} trace, one {len(ticks) * TICK_S:.0f} s service, {windows // 2} windows of "
-                f"{WINDOW_S} s with `top --interval 1` against the off-windows either side): {cost:+.2%} requests/s "
-                f"(A/A control {control:+.2%}); top drew {frames} frames; windows' requests/s "
-                f"{[round(r, 1) for r in rates]}")
+                f"top's cost ({mode} trace, one service, {windows // 2} windows of {window_s} s with `top --interval "
+                f"1` beside it against the off-windows either side): {cost:+.2%} requests/s (A/A control "
+                f"{control:+.2%}); top drew {frames} frames; the windows' requests/s {[round(r, 1) for r in rates]}")
 
 
 WARMUP_S = 8
-WINDOW_S = 6
-SETTLE_S = 0.5
-TICK_S = 0.1
 
-
-def collect_ticks(stream, ticks):
-    """(monotonic, requests) for each `tick:` line of the service's stdout; the rest is kept for truth()."""
-    for line in stream:
-        found = re.match(r"tick: monotonic=([\d.]+) requests=(\d+)", line)
-        if found:
-            ticks.append((float(found.group(1)), int(found.group(2))))
-
-
-def rate_between(ticks, begin, end):
-    """Requests per second from the first tick at or after BEGIN to the last at or before END."""
-    inside = [tick for tick in ticks if begin <= tick[0] <= end]
-    assert len(inside) >= 2, (begin, end, ticks[:3], ticks[-3:])
-    (t0, n0), (t1, n1) = inside[0], inside[-1]
-    return (n1 - n0) / (t1 - t0)
-
-
-def window_ratio(rates, indexes, distance):
-    """Mean over INDEXES of rate / mean(rate DISTANCE before, rate DISTANCE after) - 1."""
-    ratios = [rates[i] / ((rates[i - distance] + rates[i + distance]) / 2) for i in indexes]
-    return sum(ratios) / len(ratios) - 1
 
 if __name__ == "__main__":
     if not have_gpu():

@@ -1,0 +1,79 @@
+"""bench/serving_windows.py, which measures on the GPU what `top` beside a PyTorch service costs it (issue 36),
+checked here against a stand-in service whose cost is known: it counts requests at 1000/s, and at 900/s while a flag
+file exists; the watcher creates the flag for its window and removes it when SIGTERM ends it. The measured cost must
+come out -10% and the A/A control 0, from the same ticks and windows the GPU figures use."""
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+from gmt_e2e import SOURCE
+
+sys.path.insert(0, os.path.join(SOURCE, "bench"))
+import serving_windows  # noqa: E402
+
+SERVICE = textwrap.dedent("""
+    import os, sys, time
+    flag, seconds = sys.argv[1], float(sys.argv[2])
+    start = last = time.monotonic()
+    served = 0.0
+    print("loading the model", flush=True)
+    while last - start < seconds:
+        time.sleep(0.005)
+        now = time.monotonic()
+        served += (900 if os.path.exists(flag) else 1000) * (now - last)
+        last = now
+        print(f"tick: monotonic={now:.4f} requests={int(served)}", flush=True)
+    print("served: done", flush=True)
+    print("a warning", file=sys.stderr)
+""")
+
+WATCHER = textwrap.dedent("""
+    import os, signal, sys, time
+    flag = sys.argv[1]
+    signal.signal(signal.SIGTERM, lambda *_: (os.remove(flag), sys.exit(0)))
+    open(flag, "w").close()
+    while True:
+        time.sleep(1)
+""")
+
+
+class ServingWindowsTest(unittest.TestCase):
+    def test_a_known_cost_is_measured_and_the_control_is_zero(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            flag = os.path.join(scratch, "watching")
+            windows, window_s = 7, 0.6
+            service = subprocess.Popen([sys.executable, "-c", SERVICE, flag, str(0.3 + windows * window_s + 0.5)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            output = serving_windows.ServiceOutput(service)
+            first = output.first_tick(service)
+            self.assertIsNotNone(first)
+            spans, exits = serving_windows.toggle_watcher(
+                lambda index: subprocess.Popen([sys.executable, "-c", WATCHER, flag]), first + 0.3, windows,
+                window_s, settle_s=0.1)
+            self.assertEqual(service.wait(timeout=30), 0)
+            stdout, stderr = output.finish()
+            self.assertEqual(exits, [0, 0, 0])
+            self.assertIn("served: done", stdout)
+            self.assertNotIn("tick:", stdout)  # ticks are parsed, not kept as lines
+            self.assertEqual(stderr, "a warning\n")
+            cost, control, rates = serving_windows.watcher_cost(output.ticks, spans)
+            self.assertEqual(len(rates), windows)
+            # The watcher's flag appears a few milliseconds into its window (its interpreter's start), inside the
+            # settle time; rates are whole requests over ~0.5 s.
+            self.assertAlmostEqual(cost, -0.10, delta=0.02, msg=rates)
+            self.assertAlmostEqual(control, 0.0, delta=0.02, msg=rates)
+
+    def test_windows_without_two_ticks_are_refused(self):
+        with self.assertRaises(ValueError):
+            serving_windows.rate_between([(1.0, 10), (5.0, 20)], 2.0, 3.0)
+
+    def test_a_linear_drift_cancels(self):
+        rates = [100 - 2 * index for index in range(7)]  # the machine slows steadily: no watcher cost at all
+        self.assertAlmostEqual(serving_windows.window_ratio(rates, range(1, 7, 2), 1), 0.0, delta=1e-3)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
