@@ -5,6 +5,7 @@ more than a 1% cost; windows of one run differ by far less. Each on-window is co
 off-windows either side, so a linear drift cancels; the A/A control compares each inner off-window with the
 off-windows two away, the same way. Used by tests/gpu/test_gpu_top.py and bench/torch_serving_aggregate.py."""
 import re
+import resource
 import threading
 import time
 
@@ -44,21 +45,45 @@ class ServiceOutput:
         return "".join(self.lines), "".join(self.errors)
 
 
-def toggle_watcher(start_watcher, first, windows, window_s, settle_s=0.5):
-    """Runs WINDOWS windows of WINDOW_S seconds from monotonic time FIRST, the watcher on in the odd ones:
-    start_watcher(index) returns a Popen, which is sent SIGTERM at its window's end. Returns the windows' spans
-    (each begins SETTLE_S late, past the switch) and, per on-window, the watcher's exit code."""
-    spans, exits = [], []
+class Windows:
+    """What toggle_watcher did: each window's span (from SETTLE_S past its start to its end), and per on-window the
+    watcher's exit code and the CPU seconds it used."""
+
+    def __init__(self):
+        self.spans, self.exits, self.cpu_s = [], [], []
+
+
+def toggle_watcher(start_watcher, first, windows, window_s, settle_s=0.5, until=None):
+    """Runs up to WINDOWS windows of WINDOW_S seconds from monotonic time FIRST, the watcher on in the odd ones:
+    start_watcher(index) returns a Popen, which is sent SIGTERM at its window's end. A watcher may take a while to
+    end (a refresh under way finishes first): its window lasts until it has, and the next one starts then, so no
+    off-window holds a watcher's last work. A window that would end after UNTIL (the service's end) is not begun,
+    and the windows end on an off-window. Reaps no other child meanwhile (the CPU time is RUSAGE_CHILDREN's)."""
+    done = Windows()
+    time.sleep(max(0.0, first - time.monotonic()))
+    begin = first
     for index in range(windows):
-        begin, end = first + index * window_s, first + (index + 1) * window_s
-        time.sleep(max(0.0, begin - time.monotonic()))
+        begin = max(begin, time.monotonic())
+        if until is not None and begin + window_s > until:
+            break
+        cpu_before = children_cpu_s()
         watcher = start_watcher(index) if index % 2 else None
-        time.sleep(max(0.0, end - time.monotonic()))
+        time.sleep(max(0.0, begin + window_s - time.monotonic()))
         if watcher:
             watcher.terminate()
-            exits.append(watcher.wait(timeout=60))
-        spans.append((begin + settle_s, end))
-    return spans, exits
+            done.exits.append(watcher.wait(timeout=120))
+            done.cpu_s.append(children_cpu_s() - cpu_before)
+        end = time.monotonic()
+        done.spans.append((begin + settle_s, end))
+        begin = end
+    if len(done.spans) % 2 == 0 and done.spans:
+        done.spans.pop()  # its watcher ran; only the windows either side of an on-window compare it
+    return done
+
+
+def children_cpu_s():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def rate_between(ticks, begin, end):

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 from gmt_e2e import SOURCE
@@ -50,21 +51,40 @@ class ServingWindowsTest(unittest.TestCase):
             output = serving_windows.ServiceOutput(service)
             first = output.first_tick(service)
             self.assertIsNotNone(first)
-            spans, exits = serving_windows.toggle_watcher(
+            done = serving_windows.toggle_watcher(
                 lambda index: subprocess.Popen([sys.executable, "-c", WATCHER, flag]), first + 0.3, windows,
                 window_s, settle_s=0.1)
             self.assertEqual(service.wait(timeout=30), 0)
             stdout, stderr = output.finish()
-            self.assertEqual(exits, [0, 0, 0])
+            self.assertEqual(done.exits, [0, 0, 0])
+            self.assertEqual(len(done.cpu_s), 3)
+            self.assertTrue(all(0 < cpu < window_s for cpu in done.cpu_s), done.cpu_s)  # an interpreter's start
             self.assertIn("served: done", stdout)
             self.assertNotIn("tick:", stdout)  # ticks are parsed, not kept as lines
             self.assertEqual(stderr, "a warning\n")
-            cost, control, rates = serving_windows.watcher_cost(output.ticks, spans)
+            cost, control, rates = serving_windows.watcher_cost(output.ticks, done.spans)
             self.assertEqual(len(rates), windows)
             # The watcher's flag appears a few milliseconds into its window (its interpreter's start), inside the
             # settle time; rates are whole requests over ~0.5 s.
             self.assertAlmostEqual(cost, -0.10, delta=0.02, msg=rates)
             self.assertAlmostEqual(control, 0.0, delta=0.02, msg=rates)
+
+    def test_a_slow_watcher_delays_the_next_window_and_the_end_is_kept(self):
+        """A watcher that takes 0.4 s to end after SIGTERM: its window lasts until it has ended, the next begins
+        then, and no window is begun that would end after UNTIL; the windows end on an off-window."""
+        slow = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.4), sys.exit(3)))"
+        slow += "; time.sleep(60)"
+        first = time.monotonic() + 0.05
+        done = serving_windows.toggle_watcher(lambda index: subprocess.Popen([sys.executable, "-c", slow]), first,
+                                              windows=9, window_s=0.5, settle_s=0.0, until=first + 2.9)
+        # off 0.5, on 0.5 + 0.4, off 0.5 = 1.9 s; the next on-window still fits (to 2.4 s, 2.8 with its end), the off
+        # after it not (3.3 s):
+        # it runs, and is dropped.
+        self.assertEqual(len(done.spans), 3, done.spans)
+        self.assertEqual(done.exits, [3, 3])
+        on_begin, on_end = done.spans[1]
+        self.assertGreaterEqual(on_end - on_begin, 0.85)
+        self.assertGreaterEqual(done.spans[2][0], on_end)
 
     def test_windows_without_two_ticks_are_refused(self):
         with self.assertRaises(ValueError):
