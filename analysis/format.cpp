@@ -23,6 +23,14 @@ std::string format_bytes_exact(uint64_t bytes) {
   return fmt::format("{} ({} B)", format_bytes(bytes), bytes);
 }
 
+std::string count_of(uint64_t count, const char* singular, const char* plural_form) {
+  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
+}
+
+std::string device_name(int64_t device) {
+  return device >= 0 ? fmt::format("device {}", device) : std::string("host memory");
+}
+
 std::string format_duration(int64_t ns) {
   if (ns < 0) {
     // Negating INT64_MIN overflows; such a value is absurd anyway, so clamping by one ns is harmless.

@@ -13,6 +13,12 @@ std::string format_bytes(uint64_t bytes);
 // "7.00 MiB (7340032 B)"; just "512 B" when the short form is already exact.
 std::string format_bytes_exact(uint64_t bytes);
 
+// "1 alloc", "3 allocs": the count and the word that goes with it.
+std::string count_of(uint64_t count, const char* singular, const char* plural_form);
+
+// "device 0"; "host memory" for device -1 (pinned and managed host allocations).
+std::string device_name(int64_t device);
+
 // "850 ns", "12.3 us", "4.56 ms", "1.234 s", "2 min 03.5 s". Negative values keep their sign.
 std::string format_duration(int64_t ns);
 

@@ -12,7 +12,7 @@
 namespace gmt::analysis {
 namespace {
 
-std::string device_name(int64_t device) { return device < 0 ? "host" : fmt::format("GPU {}", device); }
+std::string device_label(int64_t device) { return device < 0 ? "host" : fmt::format("GPU {}", device); }
 
 // A line cut to the terminal's width (counted in bytes: labels are ASCII but for the sparkline, kept short).
 std::string fit(std::string line, size_t width) {
@@ -57,7 +57,7 @@ std::string render_top_section(const TopView& view, TopState state, size_t width
              width);
   if (view.devices.empty()) out += "  nothing allocated yet\n";
   for (const TopDevice& device : view.devices) {
-    std::string line = fmt::format("  {:<6} CUDA {:>12}  peak {:>12}", device_name(device.device),
+    std::string line = fmt::format("  {:<6} CUDA {:>12}  peak {:>12}", device_label(device.device),
                                    format_bytes(device.cuda_bytes), format_bytes(device.cuda_peak_bytes));
     if (device.tensor_bytes) line += fmt::format("  tensors {:>12}", format_bytes(*device.tensor_bytes));
     out += line + "  " + sparkline(device.recent) + "\n";
@@ -84,7 +84,7 @@ std::string render_top_section(const TopView& view, TopState state, size_t width
                  view.failures_total > view.failures.size() ? fmt::format(" (the last {})", view.failures.size()) : ""),
              width);
   for (auto it = view.failures.rbegin(); it != view.failures.rend(); ++it) {
-    out += fit(fmt::format("  at {:>10}  {:<6} {:>12}  {}  {}", format_duration(it->time_ns), device_name(it->device),
+    out += fit(fmt::format("  at {:>10}  {:<6} {:>12}  {}  {}", format_duration(it->time_ns), device_label(it->device),
                            format_bytes(it->requested_bytes), it->label, it->where),
                width);
   }

@@ -36,7 +36,7 @@ std::string where(const Stack& stack) {
   return text;
 }
 
-std::string device_name(std::optional<int64_t> device) {
+std::string device_or_total(std::optional<int64_t> device) {
   if (!device) return "total";
   return *device < 0 ? "host memory" : fmt::format("device {}", *device);
 }
@@ -194,14 +194,14 @@ TraceDiff diff_reports(const Report& base, const Report& next, const DiffOptions
   for (const PeakDiff& peak : diff.device_peaks) peaks.push_back(&peak);
   for (const PeakDiff* peak : peaks) {
     if (!peak->regression) continue;
-    diff.regressions.push_back(fmt::format("{} peak grew by {} ({} -> {})", device_name(peak->device),
+    diff.regressions.push_back(fmt::format("{} peak grew by {} ({} -> {})", device_or_total(peak->device),
                                            signed_bytes(peak->delta()), format_bytes_exact(peak->base_bytes),
                                            format_bytes_exact(peak->new_bytes)));
   }
   for (const GrowthDiff& entry : diff.growth) {
     if (!entry.regression()) continue;
     diff.regressions.push_back(
-        fmt::format("new growth finding on {}: {}/s", device_name(entry.device),
+        fmt::format("new growth finding on {}: {}/s", device_or_total(entry.device),
                     format_bytes(static_cast<uint64_t>(std::max(0.0, *entry.new_rate_bytes_per_s)))));
   }
   return diff;

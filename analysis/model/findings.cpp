@@ -14,10 +14,6 @@
 namespace gmt::analysis {
 namespace {
 
-std::string count_of(uint64_t count, const char* singular, const char* plural_form) {
-  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
-}
-
 // The text of line `line` of `path`, trimmed, when the file is readable here (the report may run on another
 // machine than the app: then there is none). Files are read once per report.
 class SourceLines {
@@ -152,8 +148,6 @@ std::string during_text(const LeakGroup& group) {
   const Frame* caller = user_frame(group.backward_stack);
   return caller ? "during backward() at " + frame_label(*caller) : "during backward()";
 }
-
-std::string device_name(int64_t device) { return device < 0 ? "host memory" : fmt::format("device {}", device); }
 
 }  // namespace
 

@@ -24,7 +24,7 @@ using Json = nlohmann::ordered_json;
 // Stacks in the page's table, the largest changes first; the rest are counted.
 constexpr size_t kMaxDiffStacks = 1000;
 
-std::string signed_bytes(int64_t delta) {
+std::string signed_bytes_exact(int64_t delta) {
   if (delta == 0) return "0 B";
   const uint64_t magnitude = delta > 0 ? static_cast<uint64_t>(delta) : 0 - static_cast<uint64_t>(delta);
   return (delta > 0 ? "+" : "-") + format_bytes_exact(magnitude);
@@ -81,7 +81,7 @@ std::string peak_row(const std::string& name, const PeakDiff& peak) {
   return fmt::format(
       "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>\n",
       html_escape(name), html_escape(format_bytes_exact(peak.base_bytes)),
-      html_escape(format_bytes_exact(peak.new_bytes)), html_escape(signed_bytes(peak.delta())),
+      html_escape(format_bytes_exact(peak.new_bytes)), html_escape(signed_bytes_exact(peak.delta())),
       peak.regression ? "REGRESSION" : "");
 }
 

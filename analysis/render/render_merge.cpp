@@ -111,7 +111,7 @@ void append_leaks(std::string& out, const MergedReport& report, size_t top) {
   }
 }
 
-Json stack_json(const Stack& stack) {
+Json merge_stack_json(const Stack& stack) {
   Json frames = Json::array();
   for (const Frame& frame : stack.frames) {
     frames.push_back(Json{{"level", frame.level},
@@ -230,7 +230,7 @@ std::string render_merged_json(const MergedReport& report, size_t top) {
                          {"count", leak.count},
                          {"nccl", leak.nccl},
                          {"processes", who},
-                         {"stack", stack_json(leak.stack)}});
+                         {"stack", merge_stack_json(leak.stack)}});
   }
   Json unreadable = Json::array();
   for (const UnreadableTrace& u : report.unreadable) unreadable.push_back(Json{{"path", u.path}, {"error", u.error}});

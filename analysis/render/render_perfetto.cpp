@@ -24,10 +24,6 @@ constexpr int64_t kApplicationPid = 1;
 
 int64_t device_pid(int64_t device) { return device >= 0 ? 10 + device : 2; }  // host memory: 2
 
-std::string device_name(int64_t device) {
-  return device >= 0 ? fmt::format("device {}", device) : std::string("host memory");
-}
-
 double micros(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
 class TraceEvents {

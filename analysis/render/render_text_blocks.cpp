@@ -12,10 +12,6 @@
 namespace gmt::analysis {
 namespace {
 
-std::string count_of(uint64_t count, const char* singular, const char* plural_form) {
-  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
-}
-
 // "at fn file:line" of the frame that names the app's line, plus the innermost frame when that is another one.
 std::string named_line(const Stack& stack) {
   const Frame* app = app_python_frame(stack);

@@ -12,14 +12,6 @@
 #include "analysis/render/render_text_parts.h"
 
 namespace gmt::analysis {
-namespace {
-
-std::string count_of(uint64_t count, const char* singular, const char* plural_form) {
-  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
-}
-
-}  // namespace
-
 // A stack starting in a framework's or CUDA's code (a tensor's, in PyTorch's C++): the user's own frame
 // (analysis/model/stack_view.h) is the one to read; else the innermost.
 const Frame* summary_frame(const Stack& stack) {

@@ -12,14 +12,6 @@
 namespace gmt::analysis {
 namespace {
 
-std::string count_of(uint64_t count, const char* singular, const char* plural_form) {
-  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
-}
-
-std::string device_name(int64_t device) {
-  return device >= 0 ? fmt::format("device {}", device) : std::string("host memory");
-}
-
 // The shortest span between the low watermarks compared from which a rate per second is printed (and the device
 // projected full); shorter growth is told in bytes.
 constexpr int64_t kMinGrowthSpanForRateNs = 10'000'000'000;

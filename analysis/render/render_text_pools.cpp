@@ -13,14 +13,6 @@
 namespace gmt::analysis {
 namespace {
 
-std::string device_name(int64_t device) {
-  return device >= 0 ? fmt::format("device {}", device) : std::string("host memory");
-}
-
-std::string count_of(uint64_t count, const char* singular, const char* plural_form) {
-  return fmt::format("{} {}", count, count == 1 ? singular : plural_form);
-}
-
 std::string heap_space_line(const HeapSpace& space) {
   if (space.reserved_bytes == 0) return "no segment live";
   std::string line = fmt::format("{} free in holes of {} reserved in {}", format_bytes(space.free_bytes),
