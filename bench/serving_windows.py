@@ -1,11 +1,13 @@
 """What a watcher beside a service costs it, measured inside one run of samples/torch_serving.py: the sample prints
 `tick: monotonic=T requests=N` lines (its TICK_S argument), and a watcher (`gpumemtrace top`) is switched on in
 every other window of the run. Separate runs of the loop spread by up to 15% on one machine (2026-12-06, 21268ac),
-more than a 1% cost; windows of one run differ by far less. Each on-window is compared with the mean of the
-off-windows either side, so a linear drift cancels; the A/A control compares each inner off-window with the
-off-windows two away, the same way. Used by tests/gpu/test_gpu_top.py and bench/torch_serving_aggregate.py."""
+more than a 1% cost, and the rate also wanders within a run (20 s windows of one H100 run: 434 to 638 requests/s,
+797c21e). Each on-window is compared with the mean of the off-windows either side, so a linear drift cancels; the A/A
+control compares each inner off-window with the off-windows two away, the same way, and says how much wandering is
+left. Used by tests/gpu/test_gpu_top.py and bench/torch_serving_aggregate.py."""
 import re
 import resource
+import subprocess
 import threading
 import time
 
@@ -47,10 +49,10 @@ class ServiceOutput:
 
 class Windows:
     """What toggle_watcher did: each window's span (from SETTLE_S past its start to its end), and per on-window the
-    watcher's exit code and the CPU seconds it used."""
+    watcher's exit code, the CPU seconds it used and (toggle_top) the frames it drew."""
 
     def __init__(self):
-        self.spans, self.exits, self.cpu_s = [], [], []
+        self.spans, self.exits, self.cpu_s, self.frames = [], [], [], []
 
 
 def toggle_watcher(start_watcher, first, windows, window_s, settle_s=0.5, until=None):
@@ -78,6 +80,23 @@ def toggle_watcher(start_watcher, first, windows, window_s, settle_s=0.5, until=
         begin = end
     if len(done.spans) % 2 == 0 and done.spans:
         done.spans.pop()  # its watcher ran; only the windows either side of an on-window compare it
+    return done
+
+
+def toggle_top(cli, trace, log_prefix, first, windows, window_s, until):
+    """toggle_watcher with `gpumemtrace top --interval 1 TRACE` as the watcher, each one's output in
+    LOG_PREFIX-INDEX.txt, counted into the frames it drew."""
+    logs = []
+
+    def start_top(index):
+        logs.append(open(f"{log_prefix}-{index}.txt", "w"))
+        return subprocess.Popen([cli, "top", "--interval", "1", trace], stdout=logs[-1], stderr=subprocess.STDOUT)
+
+    done = toggle_watcher(start_top, first, windows, window_s, until=until)
+    for log in logs:
+        log.close()
+        with open(log.name) as f:
+            done.frames.append(len(re.findall(r"^pid \d+ ", f.read(), re.M)))
     return done
 
 

@@ -100,28 +100,17 @@ def serve_with_top(cli, trace, command, args, warmup_s=10):
     if first is None:
         app.kill()
         sys.exit(f"the service printed no tick: {output.finish()[1][-2000:]}")
-    logs = []
-
-    def start_top(index):
-        logs.append(open(os.path.join(args.out, f"top-{index}.txt"), "w"))
-        return subprocess.Popen([cli, "top", "--interval", "1", trace], stdout=logs[-1], stderr=subprocess.STDOUT)
-
-    done = serving_windows.toggle_watcher(start_top, first + warmup_s, windows, args.top_window,
-                                          until=first + args.duration - 1)
+    done = serving_windows.toggle_top(cli, trace, os.path.join(args.out, "top"), first + warmup_s, windows,
+                                      args.top_window, until=first + args.duration - 1)
     app.wait()
     stdout, stderr = output.finish()
     if app.returncode != 0:
         sys.exit(f"run --aggregate failed ({app.returncode}): {stderr[-2000:]}")
-    frames = []
-    for log in logs[:len(done.exits)]:
-        log.close()
-        with open(log.name) as f:
-            frames.append(len(re.findall(r"^pid \d+ ", f.read(), re.M)))
     cost, control, rates = serving_windows.watcher_cost(output.ticks, done.spans)
     off = [rate for index, rate in enumerate(rates) if index % 2 == 0]
     print(f"FIGURE top beside the aggregate run: {cost:+.2%} requests/s in {len(rates) // 2} windows of "
           f"{args.top_window:.0f} s against the off-windows either side (A/A control {control:+.2%}); top's exits "
-          f"{sorted(set(done.exits))}, frames per window {min(frames)}-{max(frames)}, its CPU "
+          f"{sorted(set(done.exits))}, frames per window {min(done.frames)}-{max(done.frames)}, its CPU "
           f"{sum(done.cpu_s) / len(done.cpu_s) / args.top_window:.1%} of a core; off-windows "
           f"{sum(off) / len(off):.1f} requests/s; windows {[round(rate, 1) for rate in rates]}")
     return stdout

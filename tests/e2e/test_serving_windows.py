@@ -77,9 +77,8 @@ class ServingWindowsTest(unittest.TestCase):
         first = time.monotonic() + 0.05
         done = serving_windows.toggle_watcher(lambda index: subprocess.Popen([sys.executable, "-c", slow]), first,
                                               windows=9, window_s=0.5, settle_s=0.0, until=first + 2.9)
-        # off 0.5, on 0.5 + 0.4, off 0.5 = 1.9 s; the next on-window still fits (to 2.4 s, 2.8 with its end), the off
-        # after it not (3.3 s):
-        # it runs, and is dropped.
+        # off 0.5, on 0.5 + 0.4, off 0.5 = 1.9 s; the next on-window still fits (to 2.4 s, 2.8 with its watcher's end)
+        # and runs; the off-window after it would end at 3.3 s, so it is not begun, and that on-window is dropped.
         self.assertEqual(len(done.spans), 3, done.spans)
         self.assertEqual(done.exits, [3, 3])
         on_begin, on_end = done.spans[1]

@@ -2,8 +2,8 @@
 buffer in 500 requests kept forever at keep_kv's torch.empty line), a `ctl snapshot` taken while it serves, `report
 --at` that snapshot and `top --once` read from the running process, both naming the leaking line; then what `top`
 costs the service: requests/s while `top` refreshes every second beside it against the windows of the same run
-without it, for a full and an aggregate trace. Prints FIGURE lines for docs/gpu-results.md. Exits 77 without a GPU; the cases skip
-without PyTorch with CUDA."""
+without it, for a full and an aggregate trace. Prints FIGURE lines for docs/gpu-results.md. Exits 77 without a GPU;
+the cases skip without PyTorch with CUDA."""
 import os
 import re
 import shutil
@@ -116,41 +116,30 @@ class GpuTopTest(TraceDirTestCase):
 
     def test_2_what_top_refreshing_every_second_costs_the_service(self):
         """One service per trace mode, `top --interval 1` switched on in every other window while it serves
-        (bench/serving_windows.py: separate runs spread more than the 1% to be shown, windows of one run far less)."""
+        (bench/serving_windows.py: separate runs spread more than the 1% to be shown; neighbouring windows of one run
+        cancel a drift)."""
         for mode, options in (("full", ()), ("aggregate", ("--aggregate",))):
             windows, window_s = 13, 6  # off, on, off, ..., off
             trace, app = self.serve(f"cost-{mode}.db", SERVICE_S, options, tick_s=0.1)
             output = serving_windows.ServiceOutput(app)
             first = output.first_tick(app)
             self.assertIsNotNone(first, "the service printed no tick")
-            logs = {}
-
-            def start_top(index):
-                logs[index] = open(self.path(f"top-{mode}-{index}.txt"), "w")
-                return subprocess.Popen([CLI, "top", "--interval", "1", trace], stdout=logs[index],
-                                        stderr=subprocess.STDOUT)
-
-            done = serving_windows.toggle_watcher(start_top, first + WARMUP_S, windows, window_s,
-                                                  until=first + SERVICE_S)
+            done = serving_windows.toggle_top(CLI, trace, self.path(f"top-{mode}"), first + WARMUP_S, windows,
+                                              window_s, until=first + SERVICE_S)
             app.wait(timeout=600)
             stdout, stderr = output.finish()
             self.assertEqual(app.returncode, 0, stderr[-3000:])
             self.assertEqual(set(done.exits), {0})  # SIGTERM ends top cleanly
             self.assertGreaterEqual(len(done.spans), 7, done.spans)
-            frames = []
-            for log in list(logs.values())[:len(done.exits)]:
-                log.close()
-                with open(log.name) as f:
-                    frames.append(len(re.findall(r"^pid \d+ ", f.read(), re.M)))
             cost, control, rates = serving_windows.watcher_cost(output.ticks, done.spans)
             # It refreshed: about every second on the bounded aggregate trace; a full trace's refresh analyzes every
             # event so far and slows as the run goes on (the frames say how often it managed).
-            self.assertGreaterEqual(min(frames), window_s // 2 if mode == "aggregate" else 1, frames)
+            self.assertGreaterEqual(min(done.frames), window_s // 2 if mode == "aggregate" else 1, done.frames)
             self.figures.append(
                 f"top's cost ({mode} trace, one service, {len(rates) // 2} windows of {window_s} s or more with `top "
                 f"--interval 1` beside it against the off-windows either side): {cost:+.2%} requests/s (A/A control "
-                f"{control:+.2%}); top drew {frames} frames and used {sum(done.cpu_s) / len(done.cpu_s):.2f} CPU s "
-                f"per window; the windows' requests/s {[round(r, 1) for r in rates]}")
+                f"{control:+.2%}); top drew {done.frames} frames and used "
+                f"{sum(done.cpu_s) / len(done.cpu_s):.2f} CPU s per window; the windows' requests/s {[round(r, 1) for r in rates]}")
 
 
 WARMUP_S = 8
