@@ -139,7 +139,8 @@ class GpuTopTest(TraceDirTestCase):
                 f"top's cost ({mode} trace, one service, {len(rates) // 2} windows of {window_s} s or more with `top "
                 f"--interval 1` beside it against the off-windows either side): {cost:+.2%} requests/s (A/A control "
                 f"{control:+.2%}); top drew {done.frames} frames and used "
-                f"{sum(done.cpu_s) / len(done.cpu_s):.2f} CPU s per window; the windows' requests/s {[round(r, 1) for r in rates]}")
+                f"{sum(done.cpu_s) / len(done.cpu_s):.2f} CPU s per window; the windows' requests/s "
+                f"{[round(r, 1) for r in rates]}")
 
 
 WARMUP_S = 8
