@@ -1,13 +1,16 @@
 // Our dlclose: the app (or a library) unloading code means that other code can later be mapped at the same
 // addresses, and the stack walker's rules by code address (unwind/fast_unwind.h) would then describe the
 // wrong function. So after every dlclose the walker forgets its rules and reads them again from .eh_frame as
-// stacks need them. dlclose is rare (Python never unloads extension modules), and what it costs the walker is
-// a few reads of unwind information for the next stacks.
+// stacks need them. Before it, the loaded modules are read (recorder::keep_modules_before_unload): a plugin
+// loaded, used and unloaded within one of the writer's 200 ms batches would otherwise never be in the trace's
+// modules, and its allocations' frames would have no function. dlclose is rare (Python never unloads extension
+// modules): one dl_iterate_phdr per call, and a few reads of unwind information for the next stacks.
 #include <dlfcn.h>
 
 #include <atomic>
 
 #include "interpose/driver_hook_table.h"
+#include "recorder/recorder.h"
 #include "unwind/fast_unwind.h"
 
 namespace {
@@ -29,6 +32,7 @@ DlcloseFn real_dlclose() {
 extern "C" int dlclose(void* handle) {
   DlcloseFn real = real_dlclose();
   if (!real) return -1;  // never seen: glibc always has one
+  gmt::recorder::keep_modules_before_unload();
   int result = real(handle);
   gmt::unwind::forget_unwind_rules();  // after the unmap: rules read from now on are of what is mapped now
   return result;

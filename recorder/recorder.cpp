@@ -364,6 +364,13 @@ void image_continues_after_failed_exec() {
   r->exec_failed.store(true, std::memory_order_release);
 }
 
+void keep_modules_before_unload() {
+  Recorder* r = g_recorder;
+  // No recorder yet, a vfork child (the parent's memory), or no stacks to symbolize: nothing to keep.
+  if (!r || r->pid != getpid() || !settings().take_stacks || r->disabled.load(std::memory_order_relaxed)) return;
+  r->modules.keep_before_unload();
+}
+
 void reset_after_fork_in_child() {
   // The parent's recorder stays allocated and untouched: its buffers are the parent's to write, its writer
   // thread does not exist here, and its SQLite connection must not be used by two processes.

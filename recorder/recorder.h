@@ -90,6 +90,10 @@ bool flush_before_image_ends(int timeout_ms);
 // Async-signal-safe.
 void image_continues_after_failed_exec();
 
+// For our dlclose (interpose/dlclose_hook.cpp), before the module is unmapped: the loaded modules are read now, so
+// that stacks taken in a module loaded and unloaded between two of the writer's batches still symbolize.
+void keep_modules_before_unload();
+
 // Called in a forked child: forget the parent's buffers and writer; the child starts its own trace.
 void reset_after_fork_in_child();
 // Called around fork in the parent, so that the child never inherits a lock held mid-write.

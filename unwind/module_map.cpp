@@ -54,6 +54,19 @@ std::string main_executable_path() {
 }  // namespace
 
 std::vector<Module> ModuleMap::scan_new_modules() {
+  std::lock_guard lock(mutex_);
+  std::vector<Module> fresh = std::move(kept_);
+  kept_.clear();
+  for (auto& m : scan_locked()) fresh.push_back(std::move(m));
+  return fresh;
+}
+
+void ModuleMap::keep_before_unload() {
+  std::lock_guard lock(mutex_);
+  for (auto& m : scan_locked()) kept_.push_back(std::move(m));
+}
+
+std::vector<Module> ModuleMap::scan_locked() {
   std::vector<Module> all;
   for_each_module([&all](const LoadedModule& module) {
     const dl_phdr_info* info = module.info;
