@@ -14,11 +14,15 @@ One process per configuration; inside it, the recording of blocks is switched on
 (on - off) / block events per step. An A/A control switches nothing.
 
 Usage: bench/torch_cpu_blocks.py BUILD_DIR [--python PY] [--blocks N=24] [--block-steps K=10] [--configs ...]
-       configs: control, blocks (default both); needs torch (CPU is enough) and a C++ compiler.
+       configs: control, blocks (default both), blocks-whole (blocks with GMT_STACK_CUT=0: every memo answer
+       checked on the whole stack, as before the cut); needs torch (CPU is enough) and a C++ compiler.
+Each configuration also prints the recorder's own time per block event as it measured itself (the trace's meta
+self_cost_block_ns_per_event and its phases) and how many stored walks answered to the cut.
 """
 import argparse
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -137,7 +141,7 @@ def worker(mode, blocks, block_steps):
         on_ms, off_ms = [], []
         for block in range(blocks):
             on = block % 4 in (0, 3)  # ABBA
-            if mode == "blocks":
+            if mode != "control":
                 set_paused(0 if on else 1)
             step()
             times = []
@@ -154,6 +158,18 @@ def worker(mode, blocks, block_steps):
                         "us_per_block_event": 1e3 * statistics.median(costs) / (2 * per_step),
                         "cost_percent": 100.0 * statistics.median(costs) / statistics.median(off_ms)}
     print(json.dumps(result), flush=True)
+
+
+CONFIG_ENVIRONMENT = {"control": {}, "blocks": {}, "blocks-whole": {"GMT_STACK_CUT": "0"}}
+
+
+def recorder_meta(trace):
+    """What the recorder said of its own cost and its stack walks (the trace's meta), for the figures' lines."""
+    keys = ("self_cost_block_ns_per_event", "self_cost_block_phase_ns", "stack_walks_counted",
+            "stack_walks_stored", "stack_walks_to_the_cut", "stack_memo_hits")
+    with sqlite3.connect(trace) as db:
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+    return {key: meta.get(key, "-") for key in keys}
 
 
 def main():
@@ -173,11 +189,14 @@ def main():
     os.makedirs(folder, exist_ok=True)
     print(f"block events in PyTorch's CPU stacks, {args.blocks} ABBA blocks of {args.block_steps} steps")
     for config in args.configs.split(","):
+        if config not in CONFIG_ENVIRONMENT:
+            raise SystemExit(f"unknown configuration {config!r}: {', '.join(CONFIG_ENVIRONMENT)}")
         trace = os.path.join(folder, f"{config}.db")
         command = [gpumemtrace, "run", "--simulate", "-q", "-o", trace, "--", args.python, os.path.abspath(__file__),
                    args.build, "--worker", config, "--blocks", str(args.blocks), "--block-steps",
                    str(args.block_steps)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
+                              env=dict(os.environ, **CONFIG_ENVIRONMENT[config]))
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             raise SystemExit(f"{config}: {' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -187,6 +206,8 @@ def main():
             print(f"  {config:8s} {phase:5s} off {r['off_ms']:7.3f} ms  on {r['on_ms']:7.3f} ms  "
                   f"{r['cost_percent']:+6.2f}%  {r['allocations_per_step']:4d} allocations/step  "
                   f"{r['us_per_block_event']:6.3f} us per block event")
+        if config != "control":
+            print("  " + config + " recorder: " + ", ".join(f"{k}={v}" for k, v in recorder_meta(trace).items()))
 
 
 if __name__ == "__main__":

@@ -97,7 +97,9 @@ thread_local uint32_t t_memo_hits __attribute__((tls_model("initial-exec"))) = 0
 // totals every 64 captures of a thread: the store's hit rate, for the trace's meta.
 std::atomic<uint64_t> g_walks_counted{0};
 std::atomic<uint64_t> g_walks_stored{0};
+std::atomic<uint64_t> g_walks_to_the_cut{0};
 thread_local uint64_t t_walks_stored_counted __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint64_t t_walks_to_the_cut_counted __attribute__((tls_model("initial-exec"))) = 0;
 
 // This thread's walks, numbered, and the skipped ranges its last walk was cut by (RawStack::walk).
 thread_local uint64_t t_walks __attribute__((tls_model("initial-exec"))) = 0;
@@ -112,10 +114,12 @@ GMT_HOT int first_frame_outside_skipped_code(void* const* frames, int n) {
 }
 
 // GMT_UNWIND=check: both walkers on this stack. Their first frames differ (two call sites in our code, cut
-// anyway); from the first frame outside our code on they must be equal. libunwind's stack is the one kept.
-GMT_COLD int walk_both_and_compare(void** frames, unwind::WalkIdentity& identity) {
+// anyway); from the first frame outside our code on they must be equal, up to the cut where the fast walk's answer
+// ends there (what lies beyond is the stack memo's to answer, and record() compares that). libunwind's stack is
+// the one kept.
+GMT_COLD int walk_both_and_compare(void** frames, unwind::WalkIdentity& identity, unwind::StoredAnswer answer) {
   void* fast[kWalkFrames];
-  int n_fast = fast_backtrace(fast, kWalkFrames, nullptr, &identity);
+  int n_fast = fast_backtrace(fast, kWalkFrames, nullptr, &identity, nullptr, answer);
   int n = unw_backtrace(frames, kWalkFrames);
   if (n_fast < 0) {
     g_libunwind_walks.fetch_add(1, std::memory_order_relaxed);
@@ -124,8 +128,10 @@ GMT_COLD int walk_both_and_compare(void** frames, unwind::WalkIdentity& identity
   g_checked_walks.fetch_add(1, std::memory_order_relaxed);
   int first_fast = first_frame_outside_skipped_code(fast, n_fast);
   int first = first_frame_outside_skipped_code(frames, n);
-  bool same = n_fast - first_fast == n - first &&
-              std::memcmp(fast + first_fast, frames + first, sizeof(void*) * static_cast<size_t>(n - first)) == 0;
+  const int compared = n_fast - first_fast;
+  bool same = (identity.frames_end_at_cut ? compared <= n - first : compared == n - first) &&
+              std::memcmp(fast + first_fast, frames + first, sizeof(void*) * static_cast<size_t>(compared)) == 0;
+  identity.frames_end_at_cut = false;            // the frames returned are libunwind's, all of them
   if (!same) identity = unwind::WalkIdentity{};  // its stored answer is not the stack recorded
   if (!same && g_walk_mismatches.fetch_add(1, std::memory_order_relaxed) == 0) {
     int at = 0;
@@ -142,17 +148,20 @@ GMT_COLD int walk_both_and_compare(void** frames, unwind::WalkIdentity& identity
 // `same_as_previous`: the fast walker found exactly the return addresses of this thread's previous walk.
 // `identity`: the fast walker's stored walk that gave these frames (unwind::WalkIdentity), or none.
 // `stored`: set where a stored walk answered, to its frames (then not copied into `frames`).
-GMT_HOT int walk_stack(void** frames, bool& same_as_previous, unwind::WalkIdentity& identity, void* const*& stored) {
+// `answer`: kToTheCut where the stack memo may answer for the frames beyond the cut (identity.frames_end_at_cut
+// then says that the frames returned stop there).
+GMT_HOT int walk_stack(void** frames, bool& same_as_previous, unwind::WalkIdentity& identity, void* const*& stored,
+                       unwind::StoredAnswer answer) {
   same_as_previous = false;
   identity = unwind::WalkIdentity{};
   stored = nullptr;
   switch (settings().unwind) {
     case UnwindMode::Fast: {
-      int n = fast_backtrace(frames, kWalkFrames, &same_as_previous, &identity, &stored);
+      int n = fast_backtrace(frames, kWalkFrames, &same_as_previous, &identity, &stored, answer);
       if (n >= 0) return n;
       break;
     }
-    case UnwindMode::Check: return walk_both_and_compare(frames, identity);
+    case UnwindMode::Check: return walk_both_and_compare(frames, identity, answer);
     case UnwindMode::Libunwind: break;
   }
   g_libunwind_walks.fetch_add(1, std::memory_order_relaxed);
@@ -165,7 +174,8 @@ StackWalkCounts stack_walk_counts() {
   return {g_libunwind_walks.load(std::memory_order_relaxed), g_checked_walks.load(std::memory_order_relaxed),
           g_walk_mismatches.load(std::memory_order_relaxed), g_memo_hits.load(std::memory_order_relaxed),
           g_memo_checked.load(std::memory_order_relaxed),    g_memo_mismatches.load(std::memory_order_relaxed),
-          g_walks_counted.load(std::memory_order_relaxed),   g_walks_stored.load(std::memory_order_relaxed)};
+          g_walks_counted.load(std::memory_order_relaxed),   g_walks_stored.load(std::memory_order_relaxed),
+          g_walks_to_the_cut.load(std::memory_order_relaxed)};
 }
 
 namespace {
@@ -176,6 +186,12 @@ namespace {
 // same Python frames is then neither walked, nor merged, nor hashed: its id is known. Exact as far as the walk's
 // check and the signature are (see both); GMT_UNWIND=check takes every memo answer in full too and counts the
 // differences (meta stack_memo_mismatches).
+//
+// In a Python thread the walk is checked only up to its first frame in CPython's eval loop (unwind::StoredAnswer::
+// kToTheCut): the native frames beyond it are taken to be the same whenever the Python frame chain is, which
+// the memo's key already says. That is the one assumption the memo adds to the walk's own check: a native caller
+// that reaches the same Python frames (same frame addresses, code and positions) by another native path would
+// get the first path's stack; the check mode counts any such answer as a mismatch.
 struct StackMemoEntry {
   uint32_t walk_version = 0;    // the stored walk's version it was taken at; 0: empty
   int32_t skipped_ranges = -1;  // the cut (skip_cuda_library_frames) it was taken with
@@ -229,7 +245,9 @@ GMT_HOT void capture_stack(RawStack& stack) {
   bool same_pcs = false;
   unwind::WalkIdentity identity;
   void* const* stored = nullptr;  // the walk's frames, where a stored walk answered (not copied into frames yet)
-  int n = walk_stack(frames, same_pcs, identity, stored);
+  const bool memo_on = settings().stack_memo;
+  int n = walk_stack(frames, same_pcs, identity, stored,
+                     memo_on && settings().stack_cut ? unwind::StoredAnswer::kToTheCut : unwind::StoredAnswer::kWhole);
   mark_cost_phase(CostPhase::Walk);
   // The cut depends on the skipped ranges too, which grow when a CUDA library is registered later.
   const int skipped = g_skipped_count.load(std::memory_order_acquire);
@@ -241,6 +259,9 @@ GMT_HOT void capture_stack(RawStack& stack) {
     g_walks_counted.fetch_add(64, std::memory_order_relaxed);
     g_walks_stored.fetch_add(stored_walks - t_walks_stored_counted, std::memory_order_relaxed);
     t_walks_stored_counted = stored_walks;
+    const uint64_t to_the_cut = unwind::fast_backtrace_cut_answers_in_this_thread();
+    g_walks_to_the_cut.fetch_add(to_the_cut - t_walks_to_the_cut_counted, std::memory_order_relaxed);
+    t_walks_to_the_cut_counted = to_the_cut;
   }
   stack.walk = 0;
   stack.repeats_previous_walk = false;
@@ -249,8 +270,12 @@ GMT_HOT void capture_stack(RawStack& stack) {
   stack.known_pcs = nullptr;
   stack.memo_slot = 0;
   stack.check_memo_id = 0;
-  const bool memo_answered = identity.slot != 0 && settings().stack_memo &&
-                             look_up_stack_memo(stack, identity, skipped, unwind::python_chain_key());
+  bool memo_answered = false;
+  if (identity.slot != 0 && memo_on) {
+    const uint64_t python_key = unwind::python_chain_key();
+    // A walk kept to the cut stands for its frames beyond the cut only together with a Python chain.
+    if (!identity.cut || python_key != 0) memo_answered = look_up_stack_memo(stack, identity, skipped, python_key);
+  }
   mark_cost_phase(CostPhase::PythonKey);
   if (memo_answered) {
     t_first_frame_at_last_walk = -1;  // not computed for this walk
@@ -259,6 +284,11 @@ GMT_HOT void capture_stack(RawStack& stack) {
     stack.known_id = 0;
     stack.known_table = nullptr;
     stack.known_pcs = nullptr;
+  }
+  if (identity.frames_end_at_cut) {  // the memo did not know the rest: the whole stack, kept walk or fresh one
+    unwind::WalkIdentity whole;
+    n = walk_stack(frames, same_pcs, whole, stored, unwind::StoredAnswer::kWhole);
+    mark_cost_phase(CostPhase::Walk);
   }
   if (stored) std::memcpy(frames, stored, sizeof(void*) * static_cast<size_t>(n));
   // The same frames cut by the same ranges are cut at the same place.

@@ -50,8 +50,9 @@ struct StackWalkCounts {
   uint64_t memo_hits = 0;  // counted per thread, added here every 64 hits: up to 63 per thread are not in it
   uint64_t memo_checked = 0;
   uint64_t memo_mismatches = 0;
-  uint64_t walks = 0;         // stacks captured, counted per thread by 64s
-  uint64_t stored_walks = 0;  // among them, walks a stored walk answered (fast_unwind.cpp) without walking
+  uint64_t walks = 0;             // stacks captured, counted per thread by 64s
+  uint64_t stored_walks = 0;      // among them, walks a stored walk answered (fast_unwind.cpp) without walking
+  uint64_t walks_to_the_cut = 0;  // among those, answers checked up to CPython's eval loop only
 };
 StackWalkCounts stack_walk_counts();
 

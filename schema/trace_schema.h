@@ -523,6 +523,10 @@ inline constexpr const char* kStackMemoHits = "stack_memo_hits";
 // (unwind/fast_unwind.cpp): the walk store's hit rate, beside stack_memo_hits. Absent before.
 inline constexpr const char* kStackWalksCounted = "stack_walks_counted";
 inline constexpr const char* kStackWalksStored = "stack_walks_stored";
+// Among the stored answers, those checked only up to the first frame in CPython's eval loop (unwind/fast_unwind.h,
+// StoredAnswer::kToTheCut): the stack memo then answered for the rest from the Python chain, or the stack was taken
+// whole after all. Absent before.
+inline constexpr const char* kStackWalksToTheCut = "stack_walks_to_the_cut";
 inline constexpr const char* kStackMemoChecked = "stack_memo_checked";
 inline constexpr const char* kStackMemoMismatches = "stack_memo_mismatches";
 inline constexpr const char* kStackMemoMismatchExamples = "stack_memo_mismatch_examples";

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -83,6 +84,12 @@ constexpr int kMemoFrames = 80;
 // frames (result) are read only when the caller needs them: the stack memo, beside this store, usually has the
 // stack's id already.
 //
+// A walk that crossed the cut (set_walk_cut: CPython's eval loop) also keeps how many of its words lie at or
+// below the first frame inside the cut, and their hash: asked for StoredAnswer::kToTheCut, it answers for the
+// frames up to the cut from those words alone. In a Python program the native frames beyond the first eval loop
+// (more eval loops, the interpreter's calls, main) are often half of a deep stack, and the thread's Python frame
+// chain, which the recorder reads anyway, stands for them (recorder/stacks.cpp, the stack memo).
+//
 // Many walks are kept per thread, not only the last: a training step allocates from a few hundred places, each
 // step the same ones at the same stack depths, so that after the first step nearly every walk is one kept.
 // Set-associative by the starting stack pointer; a slot's version changes whenever it is overwritten, so that a
@@ -98,11 +105,15 @@ struct alignas(64) StoredWalk {
   uint32_t version;    // 0: empty
   bool uses_entry_bp;  // some frame's rule read rbp before any frame reloaded it
   int max_frames, frames, reads;
+  int cut_frames;  // the frames up to and with the first one inside the cut; 0: the walk did not cross it
+  int cut_reads;   // the kept reads those frames depend on: the first cut_reads of read_offset
   uintptr_t entry_sp, entry_bp;
   uint64_t value_hash;                  // words_hash of the words read, as they were
+  uint64_t cut_hash;                    // words_hash of the first cut_reads of them
   uint32_t read_offset[kMaxKeptReads];  // each word's address minus entry_sp
   void* result[kMemoFrames];            // read only when the caller wants the frames
 };
+static_assert(offsetof(StoredWalk, read_offset) == 64, "what every check reads is its first line");
 
 // The hash of `count` stack words, word i read by `word(i)`: four lanes of xor-and-multiply chains (the loads and
 // the lanes are independent of each other), each step a bijection of the lane's state, combined at the end.
@@ -135,6 +146,11 @@ struct WalkScratch {
 };
 
 thread_local uint64_t t_replayed_walks __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint64_t t_cut_answers __attribute__((tls_model("initial-exec"))) = 0;
+
+// The cut (set_walk_cut); begin 0: none. Set once, end before begin.
+std::atomic<uintptr_t> g_cut_begin{0};
+std::atomic<uintptr_t> g_cut_end{0};
 
 struct ThreadWalk {
   uintptr_t stack_low = 0, stack_high = 0;
@@ -194,24 +210,31 @@ ThreadWalk* this_thread_walk() {
 }
 
 // Whether a stored walk's answer is this walk's too (see StoredWalk): the words it read, at the same places from
-// the same stack pointer, hash as they did. Reads only words the stored walk read, which lay between its stack
-// pointer (the same as now) and the top of the stack.
+// the same stack pointer, hash as they did; `to_the_cut`: only the words of its frames up to the cut. Reads only
+// words the stored walk read, which lay between its stack pointer (the same as now) and the top of the stack.
 __attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWalk& stored, uintptr_t sp, uintptr_t bp,
-                                                                 int max_frames) {
+                                                                 int max_frames, bool to_the_cut) {
   if (stored.version == 0 || stored.entry_sp != sp || stored.max_frames != max_frames) return false;
   if (stored.uses_entry_bp && stored.entry_bp != bp) return false;
   const uint32_t* offsets = stored.read_offset;
   const uint64_t now = words_hash(
-      stored.reads, [ sp, offsets ](int i) __attribute__((no_sanitize("address"))) {
+      to_the_cut ? stored.cut_reads : stored.reads, [ sp, offsets ](int i) __attribute__((no_sanitize("address"))) {
         return *reinterpret_cast<const uintptr_t*>(sp + offsets[i]);
       });
-  return now == stored.value_hash;
+  return now == (to_the_cut ? stored.cut_hash : stored.value_hash);
 }
+
+// Where a fresh walk crossed the cut: its frames up to and with the first one inside it, and the reads made
+// until then (cut_frames 0: it did not cross it, or was not asked to look).
+struct CutPoint {
+  int cut_frames = 0;
+  int reads = 0;
+};
 
 // A fresh walk's answer, kept for the walks to come (StoredWalk) in the set of its stack pointer, over that set's
 // oldest way, with the reads it depended on; too many such reads and it is not kept. Names it in `identity`.
 GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, int max_frames, void* const* frames,
-                                                 int result, int reads, WalkIdentity* identity) {
+                                                 int result, int reads, CutPoint cut, WalkIdentity* identity) {
   const WalkScratch& scratch = walk.scratch;
   int kept = 0;
   for (int i = 0; i < reads; ++i) kept += scratch.read_needed[i] ? 1 : 0;
@@ -226,8 +249,10 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
   stored.frames = result;
   std::memcpy(stored.result, frames, sizeof(void*) * static_cast<size_t>(result));
   kept = 0;
+  int kept_to_the_cut = -1;
   uintptr_t kept_values[kMaxKeptReads];
   for (int i = 0; i < reads; ++i) {
+    if (i == cut.reads) kept_to_the_cut = kept;  // the reads before the cut's: those of the frames up to it
     if (!scratch.read_needed[i]) continue;
     const uintptr_t offset = reinterpret_cast<uintptr_t>(scratch.read_at[i]) - scratch.entry_sp;
     if (offset > UINT32_MAX) {  // a stack of over 4 GiB in use: not kept
@@ -239,9 +264,15 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
   }
   stored.reads = kept;
   stored.value_hash = words_hash(kept, [&kept_values](int i) { return kept_values[i]; });
+  // A read after the cut may have made an earlier one needed (a saved rbp that a later rule uses): it is checked
+  // to the cut too, which can only make that check stricter. A walk that ends at the cut is kept whole.
+  const bool crossed = cut.cut_frames != 0 && cut.cut_frames < result && kept_to_the_cut >= 0;
+  stored.cut_frames = crossed ? cut.cut_frames : 0;
+  stored.cut_reads = crossed ? kept_to_the_cut : kept;
+  stored.cut_hash = words_hash(stored.cut_reads, [&kept_values](int i) { return kept_values[i]; });
   stored.version = walk.next_version++;
   if (walk.next_version == 0) walk.next_version = 1;  // 0 means empty
-  if (identity) *identity = WalkIdentity{slot + 1, stored.version};
+  if (identity) *identity = WalkIdentity{slot + 1, stored.version, crossed, false};
   walk.previous_slot = slot + 1;
   walk.previous_version = stored.version;
 }
@@ -255,7 +286,8 @@ size_t walk_set_of(uintptr_t sp) { return ((sp >> 3) * 0x9e3779b97f4a7c15ull) >>
 GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(void** frames, int max_frames,
                                                                              bool* same_as_previous,
                                                                              WalkIdentity* identity,
-                                                                             void* const** stored_answer) {
+                                                                             void* const** stored_answer,
+                                                                             StoredAnswer answer) {
   if (same_as_previous) *same_as_previous = false;
   if (stored_answer) *stored_answer = nullptr;
   if (identity) *identity = WalkIdentity{};
@@ -277,25 +309,30 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   }
   walk->walking = true;  // from here to every return
   const size_t set = walk_set_of(sp);
+  const bool to_the_cut = answer == StoredAnswer::kToTheCut;
   for (int way = 0; way < kWalkWays; ++way) {
     const auto slot = static_cast<uint32_t>(set * kWalkWays + static_cast<size_t>(way));
     const StoredWalk& stored = walk->stored[slot];
-    if (!stored_walk_matches(stored, sp, bp, max_frames)) continue;
+    const bool cut = to_the_cut && stored.cut_frames != 0;
+    if (!stored_walk_matches(stored, sp, bp, max_frames, cut)) continue;
+    const int count = cut ? stored.cut_frames : stored.frames;
     if (stored_answer) {
       *stored_answer = stored.result;
     } else {
-      std::memcpy(frames, stored.result, sizeof(void*) * static_cast<size_t>(stored.frames));
+      std::memcpy(frames, stored.result, sizeof(void*) * static_cast<size_t>(count));
     }
+    // An answer to the cut says nothing of the frames beyond it: neither it nor the next answer is "the same".
     if (same_as_previous) {
-      *same_as_previous = walk->previous_slot == slot + 1 && walk->previous_version == stored.version;
+      *same_as_previous = !cut && walk->previous_slot == slot + 1 && walk->previous_version == stored.version;
     }
-    if (identity) *identity = WalkIdentity{slot + 1, stored.version};
-    walk->previous_frames = stored.frames;
-    walk->previous_slot = slot + 1;
+    if (identity) *identity = WalkIdentity{slot + 1, stored.version, stored.cut_frames != 0, cut};
+    walk->previous_frames = cut ? -1 : stored.frames;
+    walk->previous_slot = cut ? 0 : slot + 1;
     walk->previous_version = stored.version;
     walk->walking = false;
     ++t_replayed_walks;
-    return stored.frames;
+    t_cut_answers += cut ? 1 : 0;
+    return count;
   }
   WalkScratch& scratch = walk->scratch;
   scratch.entry_sp = sp;
@@ -314,12 +351,17 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     ++reads;
   };
   bool all_in_memo = true;  // every frame's address equal to the previous walk's at the same depth
+  // Where this walk first entered the cut, if one is set: kept with the walk whatever this request, so that a
+  // later one may be answered to the cut.
+  const uintptr_t cut_begin = g_cut_begin.load(std::memory_order_acquire);
+  const uintptr_t cut_span = cut_begin != 0 ? g_cut_end.load(std::memory_order_relaxed) - cut_begin : 0;
+  CutPoint cut;
   auto finish = [&](int result) __attribute__((always_inline)) {
     if (same_as_previous) *same_as_previous = result >= 0 && all_in_memo && result == walk->previous_frames;
     walk->previous_frames = result;
     walk->previous_slot = 0;
     if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads) {
-      keep_walk(*walk, set, max_frames, frames, result, reads, identity);
+      keep_walk(*walk, set, max_frames, frames, result, reads, cut, identity);
     }
     walk->walking = false;
     return result;
@@ -345,7 +387,7 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     const BpKind bp_kind = bp_kind_of(rule);
     if (kind == CfaKind::BpPlus || kind == CfaKind::DerefBp || bp_kind == BpKind::AtBp) {  // rbp's value used
       if (bp_read < 0)
-        scratch.uses_entry_bp = true;
+        scratch.uses_entry_bp = true;  // past the cut too: the check to the cut then compares rbp, stricter
       else if (bp_read < kMaxReplayReads)
         scratch.read_needed[bp_read] = true;
     }
@@ -379,21 +421,31 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     if (n == max_frames) return finish(n);
     frames[n++] = reinterpret_cast<void*>(pc);
     lookup = pc - 1;
+    if (cut.cut_frames == 0 && lookup - cut_begin < cut_span) cut = CutPoint{n, reads};
   }
 }
 
 void forget_unwind_rules() { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
+void set_walk_cut(uintptr_t begin, uintptr_t end) {
+  if (begin == 0 || end <= begin) return;
+  g_cut_end.store(end, std::memory_order_relaxed);
+  g_cut_begin.store(begin, std::memory_order_release);
+}
+
 uint64_t fast_backtrace_replays_in_this_thread() { return t_replayed_walks; }
+uint64_t fast_backtrace_cut_answers_in_this_thread() { return t_cut_answers; }
 
 }  // namespace gmt::unwind
 
 #else  // not x86-64 Linux: libunwind only
 
 namespace gmt::unwind {
-int fast_backtrace(void**, int, bool*, WalkIdentity*, void* const**) { return -1; }
+int fast_backtrace(void**, int, bool*, WalkIdentity*, void* const**, StoredAnswer) { return -1; }
 void forget_unwind_rules() {}
+void set_walk_cut(uintptr_t, uintptr_t) {}
 uint64_t fast_backtrace_replays_in_this_thread() { return 0; }
+uint64_t fast_backtrace_cut_answers_in_this_thread() { return 0; }
 }  // namespace gmt::unwind
 
 #endif

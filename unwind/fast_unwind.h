@@ -19,11 +19,21 @@
 
 namespace gmt::unwind {
 
+// How much of a stack a kept walk answers for (fast_backtrace's `answer`).
+enum class StoredAnswer : uint8_t {
+  // Every frame: a kept walk answers only when every stack word its frames depend on still holds its value.
+  kWhole,
+  // The frames up to the first return address inside the cut (set_walk_cut: CPython's eval loop): a kept walk
+  // answers when the words those frames depend on are unchanged, and says so (WalkIdentity::cut). The caller
+  // knows the rest by other means (the recorder's stack memo keys it on the thread's Python frame chain), or
+  // asks again with kWhole. A fresh walk that crossed the cut is kept so that both can answer it.
+  kToTheCut,
+};
+
 // Fills `frames` with up to `max_frames` return addresses, innermost first, starting with the return address
 // into this function's caller: the same list unw_backtrace gives when called from that place. Returns how
-// many, or -1 when this
-// walker cannot do this stack exactly: the caller must take it with libunwind instead. Async-signal-unsafe
-// only on the first sight of a return address (it then reads the loader's module list).
+// many, or -1 when this walker cannot do this stack exactly: the caller must take it with libunwind instead.
+// Async-signal-unsafe only on the first sight of a return address (it then reads the loader's module list).
 // `same_as_previous` (optional): set to whether this walk found exactly the return addresses of this thread's
 // previous walk, frame for frame (a thread allocating in a loop walks the same stack again and again).
 // `identity` (optional): which of the walks this thread keeps gave the answer, or keeps it from now on (see
@@ -31,7 +41,7 @@ namespace gmt::unwind {
 // and `frames` is left unfilled (the caller copies them if it needs them, before this thread walks again).
 struct WalkIdentity;
 int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullptr, WalkIdentity* identity = nullptr,
-                   void* const** stored = nullptr);
+                   void* const** stored = nullptr, StoredAnswer answer = StoredAnswer::kWhole);
 
 // The walks a thread keeps (fast_unwind.cpp): the answers of up to this many stacks are found again without
 // walking, by checking the stack words they depend on.
@@ -47,7 +57,17 @@ inline constexpr int kStoredWalks = (1 << kWalkSetBits) * 4;
 struct WalkIdentity {
   uint32_t slot = 0;
   uint32_t version = 0;
+  // The walk was kept to the cut (StoredAnswer::kToTheCut): with kToTheCut this identity is answered again whenever
+  // the frames up to the cut are the same, whatever lies beyond it.
+  bool cut = false;
+  // This answer's frames end at the cut (their last one inside it) and the stack goes on beyond it.
+  bool frames_end_at_cut = false;
 };
+
+// The code range where StoredAnswer::kToTheCut may end an answer: CPython's eval loop (unwind/python_frames.cpp
+// sets it once it has found the interpreter; empty before and without one). Its frames and the native frames
+// beyond them are what the Python frame chain stands for.
+void set_walk_cut(uintptr_t begin, uintptr_t end);
 
 // Whether the walker can run on this platform at all (x86-64 Linux); if not, fast_backtrace returns -1.
 constexpr bool fast_backtrace_supported() {
@@ -64,5 +84,7 @@ void forget_unwind_rules();
 
 // How many of this thread's walks were answered from the previous walk without walking (for tests).
 uint64_t fast_backtrace_replays_in_this_thread();
+// How many of those answers ended at the cut (WalkIdentity::frames_end_at_cut).
+uint64_t fast_backtrace_cut_answers_in_this_thread();
 
 }  // namespace gmt::unwind

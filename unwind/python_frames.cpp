@@ -13,6 +13,7 @@
 #include "recorder/python_frame_table.h"
 #include "recorder/strings.h"
 #include "schema/environment.h"
+#include "unwind/fast_unwind.h"
 #include "unwind/module_ranges.h"
 #include "unwind/python_layouts.h"
 #include "unwind/python_memory.h"
@@ -118,6 +119,8 @@ Interpreter find_interpreter() {
     }
   }
   py.usable = true;
+  // Stored walks may answer up to the eval loop from now on: the Python chain stands for what lies beyond it.
+  if (!py.eval_loop.empty()) set_walk_cut(py.eval_loop.begin, py.eval_loop.end);
   return py;
 }
 

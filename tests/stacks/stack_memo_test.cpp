@@ -10,6 +10,7 @@
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
 #include "tests/stacks/stack_memo_places.h"
+#include "unwind/fast_unwind.h"
 
 namespace {
 
@@ -81,6 +82,45 @@ TEST(StackMemoTest, AStackTakenAgainComesWithItsIdAndItsFrames) {
     }
   }
   EXPECT_EQ(table.size(), static_cast<size_t>(kPlaces)) << "one stack per place, each interned once";
+}
+
+// The walker's cut (unwind::StoredAnswer::kToTheCut) without a Python chain: the walk is answered up to the eval
+// loop's stand-in, but nothing stands for the native frames beyond it, so the memo gives no answer and the stack is
+// taken whole: each of two native paths to the stand-in keeps its own stack, as libunwind sees it.
+__attribute__((noinline)) Taken through_cut(StackTable& table, bool path_y) {
+  Taking taking{&table, {}};
+  call_through_cut(path_y, take, &taking);
+  return taking.taken;
+}
+
+TEST(StackMemoTest, BeyondTheCutWithoutAPythonChainTheStackIsTakenWhole) {
+  gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Fast;
+  uintptr_t begin = 0, end = 0;
+  walk_cut_stand_in_range(&begin, &end);
+  gmt::unwind::set_walk_cut(begin, end);
+  StackTable table;
+  const uint64_t cut_answers_before = gmt::unwind::fast_backtrace_cut_answers_in_this_thread();
+  std::vector<Taken> taken;
+  for (int i = 0; i < 8; ++i) {
+    asm volatile("" : "+r"(i));  // one call site for every capture
+    taken.push_back(through_cut(table, i % 2 == 1));
+  }
+  const Taken &x = taken[0], &y = taken[1];
+  ASSERT_NE(x.id, y.id);
+  ASSERT_EQ(x.pcs.size(), y.pcs.size());
+  size_t cut = 0;
+  while (cut < x.pcs.size() && !(x.pcs[cut] - 1 >= begin && x.pcs[cut] - 1 < end)) ++cut;
+  ASSERT_LT(cut + 1, x.pcs.size()) << "the stand-in's frame is in the stack, under others";
+  EXPECT_TRUE(std::equal(x.pcs.begin(), x.pcs.begin() + static_cast<long>(cut) + 1, y.pcs.begin()));
+  for (size_t i = 2; i < taken.size(); ++i) {
+    const Taken& expected = i % 2 ? y : x;
+    EXPECT_EQ(taken[i].id, expected.id) << "capture " << i;
+    EXPECT_EQ(taken[i].pcs, expected.pcs) << "capture " << i;
+    EXPECT_FALSE(taken[i].from_memo) << "capture " << i;
+  }
+  // The premise: the walks were answered to the cut (then taken whole), not walked afresh each time.
+  EXPECT_GE(gmt::unwind::fast_backtrace_cut_answers_in_this_thread() - cut_answers_before, 6u);
+  EXPECT_EQ(table.size(), 2u);
 }
 
 // Every place once, from one call site (the stacks include the frames above it).
