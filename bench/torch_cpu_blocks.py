@@ -14,8 +14,8 @@ One process per configuration; inside it, the recording of blocks is switched on
 (on - off) / block events per step. An A/A control switches nothing.
 
 Usage: bench/torch_cpu_blocks.py BUILD_DIR [--python PY] [--blocks N=24] [--block-steps K=10] [--configs ...]
-       configs: control, blocks (default both), blocks-whole (blocks with GMT_STACK_CUT=0: every memo answer
-       checked on the whole stack, as before the cut); needs torch (CPU is enough) and a C++ compiler.
+       configs: control, blocks (default both), blocks-cut (blocks with GMT_STACK_CUT=1: memo answers checked up
+       to the eval loop only); needs torch (CPU is enough) and a C++ compiler.
 Each configuration also prints the recorder's own time per block event as it measured itself (the trace's meta
 self_cost_block_ns_per_event and its phases) and how many stored walks answered to the cut.
 """
@@ -160,7 +160,7 @@ def worker(mode, blocks, block_steps):
     print(json.dumps(result), flush=True)
 
 
-CONFIG_ENVIRONMENT = {"control": {}, "blocks": {}, "blocks-whole": {"GMT_STACK_CUT": "0"}}
+CONFIG_ENVIRONMENT = {"control": {}, "blocks": {}, "blocks-cut": {"GMT_STACK_CUT": "1"}}
 
 
 def recorder_meta(trace):

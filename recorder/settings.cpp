@@ -44,7 +44,7 @@ void load_settings_from_environment() {
     if (ms > 0 && ms < 86400000) s.aggregate_window_ns = static_cast<uint64_t>(ms) * 1000000ull;
   }
   if (const char* v = getenv(env::kStackMemo); v && *v == '0') s.stack_memo = false;
-  if (const char* v = getenv(env::kStackCut); v && *v == '0') s.stack_cut = false;
+  if (const char* v = getenv(env::kStackCut); v && *v == '1') s.stack_cut = true;
   if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;
   if (const char* v = getenv(env::kUnwind); v && *v) {
     if (std::strcmp(v, "libunwind") == 0)

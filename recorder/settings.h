@@ -25,7 +25,7 @@ struct Settings {
   bool start_paused = false;  // GMT_START_PAUSED=1 (run --paused): recording off until `ctl resume`
   UnwindMode unwind = UnwindMode::Fast;
   bool stack_memo = true;  // GMT_STACK_MEMO=0 turns the stack memo off (recorder/stacks.h), for comparisons
-  bool stack_cut = true;   // GMT_STACK_CUT=0: memo answers rest on the whole walk's check (recorder/stacks.cpp)
+  bool stack_cut = false;  // GMT_STACK_CUT=1: memo answers rest on the walk's check up to the eval loop (stacks.cpp)
   bool tsc_event_clock = true;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;

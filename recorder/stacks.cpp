@@ -187,8 +187,9 @@ namespace {
 // check and the signature are (see both); GMT_UNWIND=check takes every memo answer in full too and counts the
 // differences (meta stack_memo_mismatches).
 //
-// In a Python thread the walk is checked only up to its first frame in CPython's eval loop (unwind::StoredAnswer::
-// kToTheCut): the native frames beyond it are taken to be the same whenever the Python frame chain is, which
+// With GMT_STACK_CUT=1 (off by default until measured on a GPU host), in a Python thread the walk is checked only up
+// to its first frame in CPython's eval loop (unwind::StoredAnswer::kToTheCut): the native frames beyond it are
+// taken to be the same whenever the Python frame chain is, which
 // the memo's key already says. That is the one assumption the memo adds to the walk's own check: a native caller
 // that reaches the same Python frames (same frame addresses, code and positions) by another native path would
 // get the first path's stack; the check mode counts any such answer as a mismatch.

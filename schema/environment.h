@@ -73,8 +73,8 @@ inline constexpr const char* kSignalFlush = "GMT_SIGNAL_FLUSH";
 // "0": no stack memo (recorder/stacks.h): every stack is walked, merged with its Python frames and hashed, as
 // before the memo existed. For comparisons: the stacks recorded are the same either way.
 inline constexpr const char* kStackMemo = "GMT_STACK_MEMO";
-// "0": no cut at CPython's eval loop (recorder/stacks.cpp): a stack taken again is checked whole before the memo
-// answers, as before the cut existed. For comparisons.
+// "1": the cut at CPython's eval loop (recorder/stacks.cpp): a stack taken again is checked only up to its first
+// eval-loop frame before the memo answers. Off by default until measured on a GPU host (docs/benchmarks.md).
 inline constexpr const char* kStackCut = "GMT_STACK_CUT";
 // "1": native stacks only, no Python frames (unwind/python_frames.h).
 inline constexpr const char* kNoPythonFrames = "GMT_NO_PYTHON_FRAMES";

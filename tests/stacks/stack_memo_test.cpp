@@ -95,6 +95,7 @@ __attribute__((noinline)) Taken through_cut(StackTable& table, bool path_y) {
 
 TEST(StackMemoTest, BeyondTheCutWithoutAPythonChainTheStackIsTakenWhole) {
   gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Fast;
+  gmt::recorder::settings().stack_cut = true;  // GMT_STACK_CUT=1
   uintptr_t begin = 0, end = 0;
   walk_cut_stand_in_range(&begin, &end);
   gmt::unwind::set_walk_cut(begin, end);
@@ -121,6 +122,7 @@ TEST(StackMemoTest, BeyondTheCutWithoutAPythonChainTheStackIsTakenWhole) {
   // The premise: the walks were answered to the cut (then taken whole), not walked afresh each time.
   EXPECT_GE(gmt::unwind::fast_backtrace_cut_answers_in_this_thread() - cut_answers_before, 6u);
   EXPECT_EQ(table.size(), 2u);
+  gmt::recorder::settings().stack_cut = false;
 }
 
 // Every place once, from one call site (the stacks include the frames above it).
