@@ -180,10 +180,13 @@ StackWalkCounts stack_walk_counts() {
 
 namespace {
 
-// The stack memo: per thread, per stored walk of the fast walker (unwind::WalkIdentity: the same native frames,
-// found by checking the stack words they depend on rather than by walking), the merged stack's id under up to
-// kStackMemoWays Python chains (unwind::python_chain_key). A stack taken again at the same place with the
-// same Python frames is then neither walked, nor merged, nor hashed: its id is known. Exact as far as the walk's
+// The stack memo: per thread, by stored walk of the fast walker (unwind::WalkIdentity: the same native frames,
+// found by checking the stack words they depend on rather than by walking) and Python chain
+// (unwind::python_chain_key), the merged stack's id. A stack taken again at the same place with the same Python
+// frames is then neither walked, nor merged, nor hashed: its id is known. One table for all of a thread's walks,
+// set-associative by (walk, chain): a walk reached from many Python chains (one native place under many Python
+// lines; with the cut below, every stack that shares its words up to the eval loop) has as many entries as it
+// needs, and the walks that have few leave theirs to it. Exact as far as the walk's
 // check and the signature are (see both); GMT_UNWIND=check takes every memo answer in full too and counts the
 // differences (meta stack_memo_mismatches).
 //
@@ -203,18 +206,28 @@ struct StackMemoEntry {
   int32_t depth = 0;
 };
 
+constexpr int kStackMemoSetBits = 9;  // 512 sets of kStackMemoWays: 2048 entries, 80 KiB per thread
+constexpr uint32_t kStackMemoSets = 1u << kStackMemoSetBits;
+static_assert(kStackMemoSets * kStackMemoWays == kStackMemoEntries);
+
 struct StackMemo {
-  StackMemoEntry entries[unwind::kStoredWalks * kStackMemoWays];
-  uint8_t next_victim[unwind::kStoredWalks] = {};
+  StackMemoEntry entries[kStackMemoEntries];
+  uint8_t next_victim[kStackMemoSets] = {};
 };
+
+// A stored walk's version names it within its thread (fast_unwind.cpp: versions are never reused across slots).
+GMT_HOT uint32_t stack_memo_set_of(uint32_t walk_version, uint64_t python_key) {
+  const uint64_t h = (static_cast<uint64_t>(walk_version) * 0x9e3779b97f4a7c15ull ^ python_key) * 0xc2b2ae3d27d4eb4full;
+  return static_cast<uint32_t>(h >> (64 - kStackMemoSetBits));
+}
 
 StackMemo* stack_memo_of_this_thread();
 
 GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, int skipped, uint64_t python_key) {
   StackMemo* memo = stack_memo_of_this_thread();
   if (!memo) return false;
-  const uint32_t walk_slot = identity.slot - 1;
-  StackMemoEntry* ways = &memo->entries[walk_slot * kStackMemoWays];
+  const uint32_t set = stack_memo_set_of(identity.version, python_key);
+  StackMemoEntry* ways = &memo->entries[set * kStackMemoWays];
   for (int way = 0; way < kStackMemoWays; ++way) {
     const StackMemoEntry& e = ways[way];
     if (e.walk_version != identity.version || e.skipped_ranges != skipped || e.python_key != python_key || e.id == 0) {
@@ -231,10 +244,10 @@ GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, 
     return true;
   }
   // Not known: this capture's id goes into the way after the one filled last (record(): remember_in_stack_memo).
-  const uint8_t way = memo->next_victim[walk_slot];
-  memo->next_victim[walk_slot] = static_cast<uint8_t>((way + 1) % kStackMemoWays);
+  const uint8_t way = memo->next_victim[set];
+  memo->next_victim[set] = static_cast<uint8_t>((way + 1) % kStackMemoWays);
   ways[way] = StackMemoEntry{identity.version, skipped, python_key, nullptr, nullptr, 0, 0};
-  stack.memo_slot = walk_slot * kStackMemoWays + way + 1;
+  stack.memo_slot = set * kStackMemoWays + way + 1;
   stack.memo_version = identity.version;
   return false;
 }
@@ -367,7 +380,7 @@ struct StackCacheEntry {
 constexpr size_t kStackCacheEntries = 128;  // 4 KiB per thread that records stacks
 struct StackCache {
   StackCacheEntry entries[kStackCacheEntries];
-  StackMemo memo;  // ~20 KiB
+  StackMemo memo;  // ~80 KiB
 };
 
 // The stack id of this thread's last recorded native stack, by walk number (RawStack::walk).

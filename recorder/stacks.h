@@ -11,7 +11,8 @@
 namespace gmt::recorder {
 
 inline constexpr int kMaxStackDepth = 64;
-inline constexpr int kStackMemoWays = 4;  // memo entries per stored walk: its stack under four Python chains
+inline constexpr int kStackMemoWays = 4;        // the stack memo's ways per set (recorder/stacks.cpp)
+inline constexpr int kStackMemoEntries = 2048;  // its entries per thread: (stored walk, Python chain) pairs
 
 struct RawStack {
   uintptr_t pcs[kMaxStackDepth];
@@ -28,7 +29,7 @@ struct RawStack {
   uint32_t known_id = 0;
   const void* known_table = nullptr;
   const uintptr_t* known_pcs = nullptr;  // with known_id: its frames (the table's copy), pcs left unfilled
-  uint32_t memo_slot = 0;                // 1..unwind::kStoredWalks * kStackMemoWays; 0: none
+  uint32_t memo_slot = 0;                // 1..kStackMemoEntries; 0: none
   uint32_t memo_version = 0;
   uint32_t check_memo_id = 0;  // GMT_UNWIND=check: the memo's answer, to compare with this full stack's id
 };

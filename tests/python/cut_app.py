@@ -14,7 +14,7 @@ import sys
 
 ctypes.CDLL("libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
 LIBC = ctypes.CDLL(None)
-KEPT_BYTES, OUTER_BYTES, TEMPORARY_BYTES, CALLBACK_BYTES = 1000, 2000, 1500, 3000
+KEPT_BYTES, OUTER_BYTES, TEMPORARY_BYTES, CALLBACK_BYTES, SIX_LINES_BYTES = 1000, 2000, 1500, 3000, 500
 
 leaked = {"bytes": 0, "count": 0}
 
@@ -47,6 +47,16 @@ class Outer:
         keep(OUTER_BYTES)  # PY-LEAK: Outer.keeps
 
 
+def from_six_lines():
+    """One native place (the same walk) under six Python chains: the memo keeps each chain's stack."""
+    keep(SIX_LINES_BYTES)  # PY-LEAK: from_six_lines
+    keep(SIX_LINES_BYTES)
+    keep(SIX_LINES_BYTES)
+    keep(SIX_LINES_BYTES)
+    keep(SIX_LINES_BYTES)
+    keep(SIX_LINES_BYTES)
+
+
 def on_callback():
     keep(CALLBACK_BYTES)  # PY-LEAK: on_callback
 
@@ -58,6 +68,7 @@ def main():
     model = Outer()
     for round_number in range(rounds):
         model()  # PY-LEAK: main
+        from_six_lines()
         if two_paths:
             two_paths.gmt_call_by_path(round_number % 2, callback)  # PY-LEAK: by_path
     print(f"truth: leaked_bytes={leaked['bytes']} leaked_allocations={leaked['count']} failed_allocations=0")
