@@ -301,7 +301,7 @@ GMT_HOT void capture_stack(RawStack& stack) {
   }
   if (identity.frames_end_at_cut) {  // the memo did not know the rest: the whole stack, kept walk or fresh one
     unwind::WalkIdentity whole;
-    n = walk_stack(frames, same_pcs, whole, stored, unwind::StoredAnswer::kWhole);
+    n = walk_stack(frames, same_pcs, whole, stored, unwind::StoredAnswer::kWholeUnkept);
     mark_cost_phase(CostPhase::Walk);
   }
   if (stored) std::memcpy(frames, stored, sizeof(void*) * static_cast<size_t>(n));

@@ -360,7 +360,7 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     if (same_as_previous) *same_as_previous = result >= 0 && all_in_memo && result == walk->previous_frames;
     walk->previous_frames = result;
     walk->previous_slot = 0;
-    if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads) {
+    if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads && answer != StoredAnswer::kWholeUnkept) {
       keep_walk(*walk, set, max_frames, frames, result, reads, cut, identity);
     }
     walk->walking = false;

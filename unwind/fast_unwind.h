@@ -26,8 +26,12 @@ enum class StoredAnswer : uint8_t {
   // The frames up to the first return address inside the cut (set_walk_cut: CPython's eval loop): a kept walk
   // answers when the words those frames depend on are unchanged, and says so (WalkIdentity::cut). The caller
   // knows the rest by other means (the recorder's stack memo keys it on the thread's Python frame chain), or
-  // asks again with kWhole. A fresh walk that crossed the cut is kept so that both can answer it.
+  // asks again with kWholeUnkept. A fresh walk that crossed the cut is kept so that both can answer it.
   kToTheCut,
+  // As kWhole, but a fresh walk is not kept: the whole stack after an answer to the cut that was not enough. The
+  // walk that answered to the cut stays (keeping this one could evict it, and with it the stacks the memo knows
+  // under it).
+  kWholeUnkept,
 };
 
 // Fills `frames` with up to `max_frames` return addresses, innermost first, starting with the return address

@@ -130,7 +130,11 @@ TEST_F(WalkCutTest, AKeptWalkAnswersToTheCutWhateverLiesBeyondIt) {
                                             {true, kToTheCut},
                                             {false, kToTheCut},
                                             {true, kToTheCut},
-                                            {true, kWhole}});
+                                            {true, kWhole},
+                                            {false, StoredAnswer::kWholeUnkept},
+                                            {true, StoredAnswer::kWholeUnkept, true},
+                                            {true, StoredAnswer::kWholeUnkept, true},
+                                            {true, kToTheCut}});
   // Each path walked whole first, as libunwind sees it: the premise that the two differ only beyond the cut.
   const Walk &whole_x = w[0], &whole_y = w[1];
   ASSERT_FALSE(whole_x.refused);
@@ -160,6 +164,18 @@ TEST_F(WalkCutTest, AKeptWalkAnswersToTheCutWhateverLiesBeyondIt) {
   EXPECT_EQ(w[7].fast, whole_y.slow);
   EXPECT_EQ(w[7].slow, whole_y.slow);
   EXPECT_FALSE(w[7].identity.frames_end_at_cut);
+  // kWholeUnkept: whole answers from the store as kWhole gives them (path x's); a stack never walked before is
+  // walked afresh and not kept (no identity, and walked afresh again the next time); and path x's kept walk still
+  // answers to the cut after them.
+  EXPECT_EQ(w[8].fast, whole_x.slow);
+  EXPECT_TRUE(same_identity(w[8].identity, whole_x.identity));
+  for (size_t i : {9, 10}) {
+    EXPECT_EQ(w[i].fast, w[i].slow) << "walk " << i;
+    EXPECT_NE(w[i].fast, whole_y.slow) << "walk " << i << ": the other call site below the cut";
+    EXPECT_EQ(w[i].identity.slot, 0u) << "walk " << i;
+  }
+  EXPECT_TRUE(w[11].identity.frames_end_at_cut);
+  EXPECT_TRUE(same_identity(w[11].identity, whole_x.identity));
 }
 
 TEST_F(WalkCutTest, AChangeBelowTheCutIsSeen) {
