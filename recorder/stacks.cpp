@@ -260,8 +260,9 @@ GMT_HOT void capture_stack(RawStack& stack) {
   unwind::WalkIdentity identity;
   void* const* stored = nullptr;  // the walk's frames, where a stored walk answered (not copied into frames yet)
   const bool memo_on = settings().stack_memo;
+  const bool cutting = memo_on && settings().stack_cut;
   int n = walk_stack(frames, same_pcs, identity, stored,
-                     memo_on && settings().stack_cut ? unwind::StoredAnswer::kToTheCut : unwind::StoredAnswer::kWhole);
+                     cutting ? unwind::StoredAnswer::kToTheCut : unwind::StoredAnswer::kWhole);
   mark_cost_phase(CostPhase::Walk);
   // The cut depends on the skipped ranges too, which grow when a CUDA library is registered later.
   const int skipped = g_skipped_count.load(std::memory_order_acquire);
@@ -287,8 +288,10 @@ GMT_HOT void capture_stack(RawStack& stack) {
   bool memo_answered = false;
   if (identity.slot != 0 && memo_on) {
     const uint64_t python_key = unwind::python_chain_key();
-    // A walk kept to the cut stands for its frames beyond the cut only together with a Python chain.
-    if (!identity.cut || python_key != 0) memo_answered = look_up_stack_memo(stack, identity, skipped, python_key);
+    // With the cut, a walk kept to the cut stands for its frames beyond the cut only together with a Python chain.
+    if (!(cutting && identity.cut) || python_key != 0) {
+      memo_answered = look_up_stack_memo(stack, identity, skipped, python_key);
+    }
   }
   mark_cost_phase(CostPhase::PythonKey);
   if (memo_answered) {
