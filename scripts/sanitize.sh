@@ -43,7 +43,7 @@ in_process_targets=(gmt_preload gmt_simcudart gmt_recorder_stress gmt_recorder_o
                     gmt_library_lifetime_app gmt_python_package gmt_test_fake_torch_nvtx ipc_share
                     gmt_test_fake_free_threaded gmt_test_fake_c10_cuda gmt_test_fake_c10
                     gmt_test_tracker_fixture_files gmt_exit_paths gmt_damaged_traces gmt_test_nvtx_mem_odd
-                    gmt_test_two_native_paths)
+                    gmt_stack_memo_places)
 
 configure_and_build() {  # dir flags [targets...]
   local dir=$1 flags=$2

@@ -4,8 +4,8 @@ answered without walking beyond CPython's eval loop. Modules nested the way PyTo
 through __call__, so each level enters the eval loop again from native code), allocating through ctypes (GIL
 released). Each place leaks allocations of its own size; the PY-LEAK markers name the lines the report must show.
 
-With TWO_PATHS_LIBRARY (tests/python/fixtures/two_native_paths.cpp), one Python line also calls native code that
-calls back into Python by one of two native paths, alternately: the case the cut cannot tell apart.
+With TWO_PATHS_LIBRARY (tests/stacks/stack_memo_places.cpp, call_through_cut), one Python line also calls native
+code that calls back into Python by one of two native paths, alternately: the case the cut cannot tell apart.
 
 usage: cut_app.py ROUNDS [TWO_PATHS_LIBRARY]
 """
@@ -64,13 +64,13 @@ def on_callback():
 def main():
     rounds = int(sys.argv[1])
     two_paths = ctypes.CDLL(sys.argv[2]) if len(sys.argv) > 2 else None
-    callback = ctypes.CFUNCTYPE(None)(on_callback)
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: on_callback())
     model = Outer()
     for round_number in range(rounds):
         model()  # PY-LEAK: main
         from_six_lines()
         if two_paths:
-            two_paths.gmt_call_by_path(round_number % 2, callback)  # PY-LEAK: by_path
+            two_paths.call_through_cut(round_number % 2, callback, None)  # PY-LEAK: by_path
     print(f"truth: leaked_bytes={leaked['bytes']} leaked_allocations={leaked['count']} failed_allocations=0")
 
 

@@ -30,13 +30,13 @@ __attribute__((noinline, section("gmt_memo_cut_stand_in"))) void stand_in(PlaceC
   asm volatile("" ::: "memory");
 }
 
-__attribute__((noinline)) void path_x(PlaceCallback callback, void* argument) {
+__attribute__((noinline)) void gmt_path_x(PlaceCallback callback, void* argument) {
   volatile long pad[4] = {1, 2, 3, 4};
   stand_in(callback, argument);
   asm volatile("" : : "r"(pad[0]) : "memory");
 }
 
-__attribute__((noinline)) void path_y(PlaceCallback callback, void* argument) {
+__attribute__((noinline)) void gmt_path_y(PlaceCallback callback, void* argument) {
   volatile long pad[4] = {4, 3, 2, 1};
   stand_in(callback, argument);
   asm volatile("" : : "r"(pad[3]) : "memory");
@@ -47,11 +47,11 @@ __attribute__((noinline)) void path_y(PlaceCallback callback, void* argument) {
 extern "C" const char __start_gmt_memo_cut_stand_in[];
 extern "C" const char __stop_gmt_memo_cut_stand_in[];
 
-void call_through_cut(bool y, PlaceCallback callback, void* argument) {
+void call_through_cut(int y, PlaceCallback callback, void* argument) {
   if (y) {
-    path_y(callback, argument);
+    gmt_path_y(callback, argument);
   } else {
-    path_x(callback, argument);
+    gmt_path_x(callback, argument);
   }
   asm volatile("" ::: "memory");
 }

@@ -1,19 +1,16 @@
 // The walker's cut (unwind/fast_unwind.h, StoredAnswer::kToTheCut): a kept walk answers for its frames up to the
 // first one inside the cut range, from the stack words of those frames only, and says that its frames end there;
-// asked for the whole stack it answers only when every word is unchanged. Here a function of the test, alone in
-// a section of its own so that its code range is known exactly, stands for CPython's eval loop; two callers of it
-// with frames of one size stand for two native paths to the same Python frames.
+// asked for the whole stack it answers only when every word is unchanged. A function of tests/stacks/
+// stack_memo_places.cpp, alone in a section of its own so that its code range is known exactly, stands for
+// CPython's eval loop; its two callers with frames of one size stand for two native paths to the same Python frames.
 #include <gtest/gtest.h>
 #include <libunwind.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "tests/stacks/stack_memo_places.h"
 #include "unwind/fast_unwind.h"
-
-// The linker's bounds of the section that holds the stand-in (a section named like a C identifier gets them).
-extern "C" const char __start_gmt_walk_cut_stand_in[];
-extern "C" const char __stop_gmt_walk_cut_stand_in[];
 
 namespace {
 
@@ -56,8 +53,9 @@ __attribute__((noinline)) void inner_b(Request& request) {
   asm volatile("" : : "r"(unlike_inner_a) : "memory");
 }
 
-// The eval loop's stand-in: every frame below it is checked, none above it.
-__attribute__((noinline, section("gmt_walk_cut_stand_in"))) void through_the_cut(Request& request) {
+// What the stand-in calls: every frame from here down is below the cut, and checked.
+__attribute__((noinline)) void below_the_cut(void* argument) {
+  auto& request = *static_cast<Request*>(argument);
   if (request.other_inner_path) {
     inner_b(request);
   } else {
@@ -66,33 +64,29 @@ __attribute__((noinline, section("gmt_walk_cut_stand_in"))) void through_the_cut
   asm volatile("" ::: "memory");
 }
 
-// Two native paths to the stand-in, with frames of one size: the walk starts at the same stack pointer on both.
-__attribute__((noinline)) void outer_x(Request& request) {
-  volatile long pad[4] = {1, 2, 3, 4};
-  through_the_cut(request);
-  asm volatile("" : : "r"(pad[0]) : "memory");
-}
-__attribute__((noinline)) void outer_y(Request& request) {
-  volatile long pad[4] = {4, 3, 2, 1};
-  through_the_cut(request);
-  asm volatile("" : : "r"(pad[3]) : "memory");
-}
-
 // One call site for both paths, so that everything above them is the same too.
 __attribute__((noinline)) Walk walk_through(bool path_y, StoredAnswer answer, bool other_inner_path = false) {
   Request request{answer, other_inner_path, {}};
-  if (path_y)
-    outer_y(request);
-  else
-    outer_x(request);
+  call_through_cut(path_y ? 1 : 0, below_the_cut, &request);
   asm volatile("" ::: "memory");
   return request.walk;
 }
 
+struct CutRange {
+  uintptr_t begin = 0, end = 0;
+};
+const CutRange& cut_range() {
+  static const CutRange range = [] {
+    CutRange r;
+    walk_cut_stand_in_range(&r.begin, &r.end);
+    return r;
+  }();
+  return range;
+}
+
 bool inside_the_cut(void* pc) {
   auto address = reinterpret_cast<uintptr_t>(pc) - 1;
-  return address >= reinterpret_cast<uintptr_t>(__start_gmt_walk_cut_stand_in) &&
-         address < reinterpret_cast<uintptr_t>(__stop_gmt_walk_cut_stand_in);
+  return address >= cut_range().begin && address < cut_range().end;
 }
 
 struct Step {
@@ -113,10 +107,7 @@ std::vector<Walk> walk_in_turn(const std::vector<Step>& steps) {
 
 class WalkCutTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    gmt::unwind::set_walk_cut(reinterpret_cast<uintptr_t>(__start_gmt_walk_cut_stand_in),
-                              reinterpret_cast<uintptr_t>(__stop_gmt_walk_cut_stand_in));
-  }
+  static void SetUpTestSuite() { gmt::unwind::set_walk_cut(cut_range().begin, cut_range().end); }
 };
 
 bool same_identity(const WalkIdentity& a, const WalkIdentity& b) { return a.slot == b.slot && a.version == b.version; }
@@ -148,7 +139,7 @@ TEST_F(WalkCutTest, AKeptWalkAnswersToTheCutWhateverLiesBeyondIt) {
     return std::vector<void*>(frames.begin(), frames.begin() + static_cast<long>(cut) + 1);
   };
   EXPECT_EQ(to_the_cut(whole_x.fast), to_the_cut(whole_y.fast));
-  EXPECT_NE(whole_x.fast[cut + 1], whole_y.fast[cut + 1]) << "outer_x and outer_y return to other places";
+  EXPECT_NE(whole_x.fast[cut + 1], whole_y.fast[cut + 1]) << "gmt_path_x and gmt_path_y return to other places";
 
   // Every walk is kept with where it crossed the cut: path x's, kept by its whole walk, answers every walk to the
   // cut from then on, from either path, and says that its frames end at the cut.
