@@ -26,7 +26,7 @@ microsecond of hook work shows in the step; while it stays below, the GPU hides 
 
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
-      configs: control, hooks, blocks, cuda, cupti, recorder (default: all)
+      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut (default: all)
   bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
 """
 import ctypes
@@ -35,7 +35,6 @@ import math
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -176,7 +175,7 @@ def self_cost_note(trace):
              for kind in ("cuda", "block") if f"self_cost_{kind}_ns_per_event" in meta]
     if "stack_walks_counted" in meta:  # how often the walk store and the stack memo answered (recorder/stacks.h)
         parts.append(f"stacks {meta['stack_walks_counted']}, stored walks {meta['stack_walks_stored']}, "
-                     f"memo {meta.get('stack_memo_hits')}")
+                     f"memo {meta.get('stack_memo_hits')}, to the cut {meta.get('stack_walks_to_the_cut', '-')}")
     if "self_cost_block_phase_ns" in meta:  # where a block event's time goes (recorder/self_cost.h's CostPhase)
         parts.append(f"block phases {meta['self_cost_block_phase_ns']} ns")
     return "; recorder's own time: " + ", ".join(parts) if parts else ""
@@ -199,17 +198,22 @@ def main():
     cli = os.path.join(args[0], "bin", "gpumemtrace")
     me = [sys.executable, os.path.abspath(__file__), "--blocks", str(blocks), "--block-steps", str(block_steps),
           "--batch", str(batch), "--worker"]
+
+    def hooks_run(trace, mode):
+        return [cli, "run", "-q", "--no-symbolize", "--backend", "hooks", "-o", trace, "--", *me, mode]
+
     configs = {
         "control": ("A/A control (raw)", lambda trace: [*me, "control"]),
         "cupti": ("gpumemtrace cupti", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "cupti",
                                                       "-o", trace, "--", *me, "gpumemtrace"]),
-        "hooks": ("gpumemtrace hooks", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
-                                                      "-o", trace, "--", *me, "gpumemtrace"]),
-        "blocks": ("tensor blocks alone", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
-                                                         "-o", trace, "--", *me, "blocks"]),
+        "hooks": ("gpumemtrace hooks", lambda trace: hooks_run(trace, "gpumemtrace")),
+        "blocks": ("tensor blocks alone", lambda trace: hooks_run(trace, "blocks")),
         "cuda": ("CUDA level alone", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
                                                     "--no-torch-blocks", "-o", trace, "--", *me, "gpumemtrace"]),
         "recorder": ("PyTorch recorder", lambda trace: [*me, "recorder"]),
+        # The cut (recorder/stacks.cpp, GMT_STACK_CUT=1): a kept walk checked only up to CPython's eval loop.
+        "hooks-cut": ("hooks, the cut", lambda trace: ["env", "GMT_STACK_CUT=1", *hooks_run(trace, "gpumemtrace")]),
+        "blocks-cut": ("blocks alone, cut", lambda trace: ["env", "GMT_STACK_CUT=1", *hooks_run(trace, "blocks")]),
     }
     if "--configs" in args:
         wanted = args[args.index("--configs") + 1].split(",")
@@ -228,7 +232,7 @@ def main():
             trace = os.path.join(tmp, f"{key}.db")
             measured = run_config(command(trace))
             per_step = "-"
-            if os.path.exists(trace) and key != "blocks":
+            if os.path.exists(trace) and not key.startswith("blocks"):
                 check_pauses(trace, blocks)
                 # Ranges are recorded only in "on" blocks: events inside them are the profiler's work per step.
                 value = events_per_train_step(trace, blocks // 2 * (block_steps + 1))

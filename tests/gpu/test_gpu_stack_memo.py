@@ -23,6 +23,9 @@ SAMPLES = os.path.join(SOURCE, "samples")
 STEP_BENCH = os.path.join(SOURCE, "bench", "torch_step.py")
 CACHE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gmt-gpu-torch-bridge-cache")
 MIN_CHECKED = 10_000
+# GMT_STACK_CUT=1 in the suite's environment runs every program with the cut (a kept walk checked only up to CPython's
+# eval loop, recorder/stacks.cpp): the check mode then still takes every memo answer in full and compares.
+CUT_ON = os.environ.get("GMT_STACK_CUT") == "1"
 
 # (name, command after the interpreter, whether it must reach MIN_CHECKED checked events)
 PROGRAMS = [
@@ -62,9 +65,13 @@ class GpuStackMemoTest(TraceDirTestCase):
                 self.assertEqual(meta.get("tensor_blocks"), "1", f"{name}: {result.stderr[-2000:]}")
                 if long_enough:
                     self.assertGreaterEqual(checked, MIN_CHECKED, name)
+                cut_answers = int(meta.get("stack_walks_to_the_cut", 0))
+                if CUT_ON and long_enough:  # the cut must have answered, or this run showed nothing about it
+                    self.assertGreater(cut_answers, 0, name)
                 self.figures.append(f"stack memo check, {name}: {checked} memo answers checked against the full "
                                     f"walk, 0 differ; {meta.get('stack_walks_checked')} walks compared with "
-                                    f"libunwind, 0 differ; {blocks} tensor events with a stack")
+                                    f"libunwind, 0 differ; {blocks} tensor events with a stack; "
+                                    f"{cut_answers} walks answered to the cut (GMT_STACK_CUT={int(CUT_ON)})")
 
 
 if __name__ == "__main__":
