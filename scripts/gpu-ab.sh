@@ -3,6 +3,7 @@
 # the profiler's cost per PyTorch step (bench/torch_step_ab.py), this tree against a baseline commit, on one machine
 # one after the other. Prepare here with `GMT_BASELINE=<rev> scripts/gpu-prepare.sh`.
 #   scripts/gpu-ab.sh [torch_step_ab.py options...]      e.g. --configs control,hooks,blocks,cuda --blocks 16
+#   builds in /tmp/gmt-ab-after and /tmp/gmt-ab-before.
 # Builds only what the benchmark runs (the CLI, the preload library and the in-process Python package) of both trees, side by side, then runs the
 # benchmark with this tree's script against each build: after first, then before. GMT_AB_ROUNDS=N repeats the pair.
 set -uo pipefail
@@ -30,6 +31,9 @@ for side in after before; do
   [ -x /tmp/gmt-ab-$side/bin/gpumemtrace ] || { echo "gpu-ab: the $side build failed"; tail -30 "$out/ab-build-$side.log"; exit 1; }
 done
 echo "== built both in $(($(date +%s) - start)) s; after: $(cat .gpu/commit 2>/dev/null), before: $(cat .gpu/baseline-commit)"
+# GMT_AB_BUILD_ONLY=1: stop here, for a caller that runs each side with its own configurations (a configuration
+# that only the new tree has, for instance).
+[ -z "${GMT_AB_BUILD_ONLY:-}" ] || exit 0
 nvidia-smi -L
 for round in $(seq "${GMT_AB_ROUNDS:-1}"); do
   for side in after before; do
