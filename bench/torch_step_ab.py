@@ -20,13 +20,18 @@ Peers and control in the same table: PyTorch's own recorder toggled the same way
 as block tracking does), and an A/A control (a raw process whose arms are identical:
 the method's own noise floor).
 
+`top` (issue 36): the profiler records throughout, and a `gpumemtrace top --interval 1` reading this process's
+trace runs beside it, on any of the machine's cores, stopped (SIGSTOP) in the off-blocks and continued in the on-
+blocks: what watching a service costs it, on a full trace and on an aggregate one (`run --aggregate`).
+
 Besides the step, the host's part of it (from the step's start until the host has issued its work and waits for
 the GPU), median per arm: the step waits on the host when that part outgrows the GPU's time, and then every
 microsecond of hook work shows in the step; while it stays below, the GPU hides it.
 
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
-      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut (default: all)
+      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, top, top-aggregate
+               (default: all)
   bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
 """
 import ctypes
@@ -35,6 +40,7 @@ import math
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_step import build_steps, events_per_train_step, pin_to_cores, run_config  # noqa: E402
 
 WARM_UP_STEPS = 20
+ALL_CORES = os.sched_getaffinity(0)  # before the worker pins itself (pin_to_cores): for the `top` beside it
 
 
 def switch_for(mode, torch):
@@ -58,7 +65,28 @@ def switch_for(mode, torch):
         return lambda on: record("all" if on else None, stacks="python", max_entries=100000)
     if mode == "control":
         return lambda on: None
-    raise SystemExit(f"unknown worker mode {mode!r} (gpumemtrace, blocks, recorder, control)")
+    if mode == "top":
+        return top_switch()
+    raise SystemExit(f"unknown worker mode {mode!r} (gpumemtrace, blocks, recorder, control, top)")
+
+
+def top_switch():
+    """`gpumemtrace top --interval 1` reading this process's trace while it runs, as a user would watch a
+    service: a process of its own, free to run on any of the machine's cores (not pinned to the worker's), frames
+    to /dev/null. "Off" stops it (SIGSTOP) and "on" continues it (SIGCONT): a top stopped past its interval
+    refreshes at once when continued, so the on-blocks see at least its usual work (a bound from above)."""
+    import signal
+
+    cores = os.sched_getaffinity(0)
+    top = subprocess.Popen([os.environ["GMT_TOP_CLI"], "top", "--interval", "1", str(os.getpid())],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           preexec_fn=lambda: os.sched_setaffinity(0, ALL_CORES or cores))
+
+    def switch(on):
+        if top.poll() is not None:
+            raise SystemExit(f"top ended early ({top.returncode}): {top.stderr.read().decode()[-2000:]}")
+        os.kill(top.pid, signal.SIGCONT if on else signal.SIGSTOP)
+    return switch
 
 
 def paired_costs(on_blocks, off_blocks):
@@ -199,8 +227,11 @@ def main():
     me = [sys.executable, os.path.abspath(__file__), "--blocks", str(blocks), "--block-steps", str(block_steps),
           "--batch", str(batch), "--worker"]
 
-    def hooks_run(trace, mode):
-        return [cli, "run", "-q", "--no-symbolize", "--backend", "hooks", "-o", trace, "--", *me, mode]
+    def hooks_run(trace, mode, *options):
+        return [cli, "run", "-q", "--no-symbolize", "--backend", "hooks", *options, "-o", trace, "--", *me, mode]
+
+    def top_run(trace, *options):  # the profiler recording throughout; `top` beside it switched (top_switch)
+        return ["env", f"GMT_TOP_CLI={cli}", *hooks_run(trace, "top", *options)]
 
     configs = {
         "control": ("A/A control (raw)", lambda trace: [*me, "control"]),
@@ -214,6 +245,9 @@ def main():
         # The cut (recorder/stacks.cpp, GMT_STACK_CUT=1): a kept walk checked only up to CPython's eval loop.
         "hooks-cut": ("hooks, the cut", lambda trace: ["env", "GMT_STACK_CUT=1", *hooks_run(trace, "gpumemtrace")]),
         "blocks-cut": ("blocks alone, cut", lambda trace: ["env", "GMT_STACK_CUT=1", *hooks_run(trace, "blocks")]),
+        # `gpumemtrace top --interval 1` watching the process, on its full trace and on an aggregate one (issue 36).
+        "top": ("top, full trace", lambda trace: top_run(trace)),
+        "top-aggregate": ("top, aggregate", lambda trace: top_run(trace, "--aggregate")),
     }
     if "--configs" in args:
         wanted = args[args.index("--configs") + 1].split(",")
@@ -232,7 +266,7 @@ def main():
             trace = os.path.join(tmp, f"{key}.db")
             measured = run_config(command(trace))
             per_step = "-"
-            if os.path.exists(trace) and not key.startswith("blocks"):
+            if os.path.exists(trace) and not key.startswith(("blocks", "top")):  # those make no pauses
                 check_pauses(trace, blocks)
                 # Ranges are recorded only in "on" blocks: events inside them are the profiler's work per step.
                 value = events_per_train_step(trace, blocks // 2 * (block_steps + 1))
