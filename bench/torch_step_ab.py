@@ -30,7 +30,8 @@ microsecond of hook work shows in the step; while it stays below, the GPU hides 
 
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
-      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, top, top-aggregate
+      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, hooks-nowatch, top,
+               top-aggregate
                (default: all)
   bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
 """
@@ -245,6 +246,9 @@ def main():
         # The cut (recorder/stacks.cpp, GMT_STACK_CUT=1): a kept walk checked only up to CPython's eval loop.
         "hooks-cut": ("hooks, the cut", lambda trace: ["env", "GMT_STACK_CUT=1", *hooks_run(trace, "gpumemtrace")]),
         "blocks-cut": ("blocks alone, cut", lambda trace: ["env", "GMT_STACK_CUT=1", *hooks_run(trace, "blocks")]),
+        # Without the code watcher (3.12+, python/gpumemtrace_inprocess/code_watch.py): keys read the code objects.
+        "hooks-nowatch": ("hooks, no watcher",
+                          lambda trace: ["env", "GMT_CODE_WATCH=0", *hooks_run(trace, "gpumemtrace")]),
         # `gpumemtrace top --interval 1` watching the process, on its full trace and on an aggregate one (issue 36).
         "top": ("top, full trace", lambda trace: top_run(trace)),
         "top-aggregate": ("top, aggregate", lambda trace: top_run(trace, "--aggregate")),

@@ -76,6 +76,9 @@ inline constexpr const char* kStackMemo = "GMT_STACK_MEMO";
 // "1": the cut at CPython's eval loop (recorder/stacks.cpp): a stack taken again is checked only up to its first
 // eval-loop frame before the memo answers. Off by default until measured on a GPU host (docs/benchmarks.md).
 inline constexpr const char* kStackCut = "GMT_STACK_CUT";
+// "0": the in-process package registers no code watcher (python/gpumemtrace_inprocess/code_watch.py): the stack memo
+// keys Python frames by reading their code objects, as before 3.12. For comparisons.
+inline constexpr const char* kCodeWatch = "GMT_CODE_WATCH";
 // "1": native stacks only, no Python frames (unwind/python_frames.h).
 inline constexpr const char* kNoPythonFrames = "GMT_NO_PYTHON_FRAMES";
 // "1": keep CUPTI's runtime-API callbacks on throughout (cupti/runtime_naming.h: the old behaviour, for comparisons).

@@ -4,6 +4,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -212,14 +213,21 @@ void read_chain(const Interpreter& py, PythonStack& stack) {
   if (open_frames > 0) end_run();
 }
 
+// Code objects destroyed since they were first watched, plus one; 0: not watched (start_watching_code_objects).
+std::atomic<uint64_t> g_code_epoch{0};
+
 // See python_chain_key (python_frames.h): every frame of the chain by its address, code object, position and
-// place in the runs, and each code object by the objects resolve() names it from.
+// place in the runs, and each code object by the objects resolve() names it from, or, while code objects are
+// watched, by its address under the count of code objects destroyed.
 uint64_t chain_key(const Interpreter& py) {
   const PythonLayout& l = *py.layout;
+  // Read before the frames: a code object destroyed after this read leaves no frame of this thread's chain (the
+  // frames hold their code), and one at a reused address is only made after the count has moved on.
+  const uint64_t code_epoch = g_code_epoch.load(std::memory_order_acquire);
   uintptr_t frame = innermost_frame(py);
   if (!plausible(frame)) return 0;
   const bool frame_objects = l.chain == FrameChain::kFrameObjects;
-  uint64_t key = 0x2545f4914f6cdd1dull;
+  uint64_t key = code_epoch == 0 ? 0x2545f4914f6cdd1dull : mix(0x61c8864680b583ebull, code_epoch);
   for (int visited = 0; visited < kMaxFramesVisited && plausible(frame); ++visited) {
     const auto code = read_at<uintptr_t>(frame, l.frame_code);
     const uint64_t position = frame_objects ? static_cast<uint32_t>(read_at<int32_t>(frame, l.frame_position))
@@ -234,8 +242,10 @@ uint64_t chain_key(const Interpreter& py) {
     // One multiply per frame: the chain of them is this loop's latency, beside the loads of the frame chain.
     uint64_t value = frame + rotate(code, 21) + rotate(position ^ (flags << 48), 42);
     if (is_code(py, code)) {
-      value ^= read_at<uintptr_t>(code, l.code_filename) ^ rotate(read_at<uintptr_t>(code, l.code_name), 13) ^
-               rotate(read_at<uintptr_t>(code, l.code_linetable), 29);
+      if (code_epoch == 0) {
+        value ^= read_at<uintptr_t>(code, l.code_filename) ^ rotate(read_at<uintptr_t>(code, l.code_name), 13) ^
+                 rotate(read_at<uintptr_t>(code, l.code_linetable), 29);
+      }
     } else if (frame_objects || static_cast<char>(flags) != kFrameOwnedByCStack) {
       break;  // where read_chain stops too: what follows is not read as frames
     }
@@ -251,6 +261,7 @@ struct CacheSlot {
   uintptr_t file;
   uintptr_t function;
   uintptr_t line_table;
+  uint64_t code_epoch;  // while code objects are watched: a slot filled under another count is stale
   int32_t byte_offset;
   uint32_t id;
 };
@@ -266,8 +277,9 @@ uint32_t resolve(const Interpreter& py, const RawPythonFrame& frame) {
   uintptr_t line_table = read_at<uintptr_t>(frame.code, l.code_linetable);
   uint64_t h = (frame.code >> 4) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(frame.byte_offset) * 0xC2B2AE3Dull;
   CacheSlot& slot = t_cache[(h >> 24) & (kCacheSlots - 1)];
+  const uint64_t code_epoch = g_code_epoch.load(std::memory_order_acquire);
   if (slot.id != 0 && slot.code == frame.code && slot.byte_offset == frame.byte_offset && slot.file == file &&
-      slot.function == function && slot.line_table == line_table) {
+      slot.function == function && slot.line_table == line_table && slot.code_epoch == code_epoch) {
     return slot.id;
   }
   char file_text[1024], function_text[512];
@@ -278,11 +290,23 @@ uint32_t resolve(const Interpreter& py, const RawPythonFrame& frame) {
   row.function_id = intern_string(std::string_view(function_text, function_length));
   row.line = std::max(0, py.addr2line(reinterpret_cast<void*>(frame.code), frame.byte_offset));
   uint32_t id = intern_python_frame(row);
-  if (id != 0) slot = CacheSlot{frame.code, file, function, line_table, frame.byte_offset, id};
+  if (id != 0) slot = CacheSlot{frame.code, file, function, line_table, code_epoch, frame.byte_offset, id};
   return id;
 }
 
 }  // namespace
+
+void start_watching_code_objects() {
+  uint64_t unwatched = 0;
+  g_code_epoch.compare_exchange_strong(unwatched, 1, std::memory_order_acq_rel);
+}
+
+void note_code_object_destroyed() {
+  // Only counted once watched: before, keys read the code objects themselves.
+  if (g_code_epoch.load(std::memory_order_relaxed) != 0) g_code_epoch.fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool code_objects_watched() { return g_code_epoch.load(std::memory_order_relaxed) != 0; }
 
 uint64_t python_chain_key() {
   const Interpreter& py = interpreter();

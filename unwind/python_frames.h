@@ -57,6 +57,15 @@ struct PythonStack {
 // About a tenth of their cost: no frame is named. 0: no Python frames (or none readable).
 uint64_t python_chain_key();
 
+// Code objects' lifetimes, from CPython's code watchers (3.12+, PyCode_AddWatcher; registered by the in-process
+// package, python/gpumemtrace_inprocess/code_watch.py, through recorder/python_code_watch.cpp). While they are
+// watched, python_chain_key keys each code object by its address and the number of code objects destroyed so far
+// instead of reading its file, name and line-table objects: an address seen again under the same count is the
+// same live code object. That saves the reads of one to two cache lines per Python frame.
+void start_watching_code_objects();
+void note_code_object_destroyed();
+bool code_objects_watched();
+
 // Reads the calling thread's Python frames. False when there is nothing to merge (not a CPython process, feature
 // off or unsupported version, no Python frames on this thread): the caller then keeps the native stack as it is.
 bool read_python_stack(PythonStack& python);
