@@ -37,18 +37,12 @@ constexpr Named kCases[] = {{Case::Launch, "kernel launch"},
 void call_once(Case kind, cudaStream_t stream, cudaEvent_t event) {
   int device = 0;
   switch (kind) {
-    case Case::Launch:
-      empty_kernel<<<1, 1, 0, stream>>>();
-      break;
-    case Case::EventRecord:
-      CHECK(cudaEventRecord(event, stream));
-      break;
+    case Case::Launch: empty_kernel<<<1, 1, 0, stream>>>(); break;
+    case Case::EventRecord: CHECK(cudaEventRecord(event, stream)); break;
     case Case::StreamQuery:
       (void)cudaStreamQuery(stream);  // cudaErrorNotReady is an answer, not a failure
       break;
-    case Case::GetDevice:
-      CHECK(cudaGetDevice(&device));
-      break;
+    case Case::GetDevice: CHECK(cudaGetDevice(&device)); break;
   }
 }
 
