@@ -26,7 +26,7 @@ def start():
         # LD_PRELOAD. Nothing to record into; stay silent, as an unprofiled process would be.
         return
     _start_part("allocator statistics", "allocator_stats")
-    _start_part("code object watch", "code_watch")  # cheaper Python chain keys on 3.12+ (code_watch.py)
+    _start_part("code object watchers", "code_watch")  # cheaper Python chain keys on 3.12+ (code_watch.py)
     from . import autograd_calls, torch_tracker, watch
     if torch_tracker.enabled():
         watch.when_imported("torch", torch_tracker.on_torch_imported)

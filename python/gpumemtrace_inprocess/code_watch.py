@@ -5,7 +5,7 @@ counts the code objects destroyed. The stack memo then tells a Python frame chai
 addresses under that count, rather than by reading each code object's file, name and line-table objects: fewer
 memory reads per allocation, the same answers. Without it (older Pythons, CPython's watcher slots all taken,
 another implementation, GMT_CODE_WATCH=0) the memo reads the code objects as before: nothing is said, nothing
-else changes.
+else changes. Watchers belong to one interpreter: this one, the main interpreter, whose frames the recorder reads.
 """
 import ctypes
 import os
