@@ -55,8 +55,8 @@ elif [ -z "${GMT_ONLY_BENCH:-}" ]; then
 fi
 # The benchmarks (docs/benchmarks.md). A device call is limited to 10 minutes: on a warm machine, run the tests
 # in one call and GMT_ONLY_BENCH=1 scripts/gpu-suite.sh in the next (the build is reused). GMT_BENCHES picks
-# which of them run (default: all four; pairs_ab on request); GMT_SKIP_BENCH=1 runs none.
-benches=" ${GMT_BENCHES:-overhead torch_step torch_step_ab torch_blocks} "
+# which of them run (default: all five; pairs_ab on request); GMT_SKIP_BENCH=1 runs none.
+benches=" ${GMT_BENCHES:-overhead torch_step torch_step_ab torch_blocks launch_cost} "
 bench_wanted() { [ -z "${GMT_SKIP_BENCH:-}" ] && [[ "$benches" == *" $1 "* ]]; }
 # Side-by-side overhead on the real GPU.
 # GMT_OVERHEAD_ARGS replaces --with-sanitizer (e.g. --variants hooks,cupti); a carried baseline adds its columns.
@@ -73,6 +73,9 @@ bench_wanted pairs_ab && python3 bench/pairs_ab.py "$build" --backends hooks,cup
   tee "$out/pairs_ab.txt"
 # PyTorch's tensor blocks: their cost per tensor inside one process, and the sustained rate with nothing dropped.
 bench_wanted torch_blocks && python3 bench/torch_blocks.py "$build" 2>&1 | tee "$out/torch_blocks.txt"
+# What each backend adds to the calls that are not allocations (kernel launches, event records): the cupti backend's
+# cost per step is there, if anywhere (issue 33, part 4).
+bench_wanted launch_cost && python3 bench/launch_cost.py "$build" 2>&1 | tee "$out/launch_cost.txt"
 # CPU-side figures on this idle host, the writer pinned to two cores like the build machine (GMT_CPU_BENCH=1).
 if [ -n "${GMT_CPU_BENCH:-}" ]; then
   taskset -c 0,1 python3 bench/trace_throughput.py "$build" --rounds 3 2>&1 | tee "$out/trace_throughput.txt"
