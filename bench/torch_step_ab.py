@@ -198,13 +198,14 @@ def self_cost_note(trace):
     if not os.path.exists(trace):
         return ""
     with sqlite3.connect(trace) as db:
-        meta = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'self_cost_%' OR key LIKE 'stack_%'")
-                    .fetchall())
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'self_cost_%' OR key LIKE 'stack_%' "
+                               "OR key = 'python_code_watcher'").fetchall())
     parts = [f"{kind} {meta[f'self_cost_{kind}_ns_per_event']} ns/event ({meta[f'self_cost_{kind}_events_timed']} timed)"
              for kind in ("cuda", "block") if f"self_cost_{kind}_ns_per_event" in meta]
     if "stack_walks_counted" in meta:  # how often the walk store and the stack memo answered (recorder/stacks.h)
         parts.append(f"stacks {meta['stack_walks_counted']}, stored walks {meta['stack_walks_stored']}, "
-                     f"memo {meta.get('stack_memo_hits')}, to the cut {meta.get('stack_walks_to_the_cut', '-')}")
+                     f"memo {meta.get('stack_memo_hits')}, to the cut {meta.get('stack_walks_to_the_cut', '-')}, "
+                     f"code watcher {'on' if 'python_code_watcher' in meta else 'off'}")
     if "self_cost_block_phase_ns" in meta:  # where a block event's time goes (recorder/self_cost.h's CostPhase)
         parts.append(f"block phases {meta['self_cost_block_phase_ns']} ns")
     return "; recorder's own time: " + ", ".join(parts) if parts else ""
