@@ -30,13 +30,13 @@ def run_child(command, env=None, timeout=None):
 
 
 def key_values(text):
-    """The "key: value" lines a bench program prints, as floats."""
+    """The "key: value" lines a bench program prints, as floats; a value may carry the unit " ns"."""
     values = {}
     for line in text.splitlines():
         key, sep, value = line.partition(": ")
         if sep:
             try:
-                values[key.strip()] = float(value)
+                values[key.strip()] = float(value.removesuffix(" ns"))
             except ValueError:
                 pass
     return values

@@ -43,11 +43,8 @@ def run_case(build, cli_build, pairs, depth, trace, options):
         command = [cli, "run", "-q", "--no-symbolize", "--simulate", *options, "-o", trace, "--", bench,
                    str(pairs), str(depth)]
     out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
-    figures = {}
-    for line in out.splitlines():
-        case, sep, value = line.rpartition(": ")
-        if sep and case in CASES and value.endswith(" ns"):
-            figures[case] = float(value[:-3])
+    values = benchlib.key_values(out)
+    figures = {case: values[case] for case in CASES if case in values}
     if set(figures) != set(CASES):
         sys.exit(f"hook_cost printed {sorted(figures)}, expected {list(CASES)}:\n{out}")
     if options is not None:

@@ -63,7 +63,7 @@ def main():
                     raise SystemExit(f"{name}: exit {result.returncode}\n{result.stderr[-2000:]}")
                 if name in ("hooks", "cupti"):
                     check_trace(os.path.join(trace_dir, f"{name}-{n}.db"))
-                values = benchlib.key_values(result.stdout.replace(" ns\n", "\n"))  # "case: N ns" lines
+                values = benchlib.key_values(result.stdout)
                 for case in CASES:
                     figures.setdefault((name, case), []).append(values[case])
     print(f"host ns per call, median of {args.rounds} interleaved rounds (min-max); + ns: added to raw's median")

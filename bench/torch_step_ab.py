@@ -241,8 +241,7 @@ def main():
                                                       "-o", trace, "--", *me, "gpumemtrace"]),
         "hooks": ("gpumemtrace hooks", lambda trace: hooks_run(trace, "gpumemtrace")),
         "blocks": ("tensor blocks alone", lambda trace: hooks_run(trace, "blocks")),
-        "cuda": ("CUDA level alone", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "hooks",
-                                                    "--no-torch-blocks", "-o", trace, "--", *me, "gpumemtrace"]),
+        "cuda": ("CUDA level alone", lambda trace: hooks_run(trace, "gpumemtrace", "--no-torch-blocks")),
         "recorder": ("PyTorch recorder", lambda trace: [*me, "recorder"]),
         # The cut (recorder/stacks.cpp, GMT_STACK_CUT=1): a kept walk checked only up to CPython's eval loop.
         "hooks-cut": ("hooks, the cut", lambda trace: ["env", "GMT_STACK_CUT=1", *hooks_run(trace, "gpumemtrace")]),
