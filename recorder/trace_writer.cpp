@@ -429,6 +429,15 @@ bool TraceWriter::fail_with(const std::string& error) {
   return false;
 }
 
+bool TraceWriter::record_stop_reason(const std::string& reason) {
+  if (!db_) return false;
+  const std::string write_error = last_error_;
+  if (!sqlite3_get_autocommit(db_)) exec("ROLLBACK");  // SQLite may have rolled it back already
+  const bool stored = schema::set_meta(upsert_meta_, schema::meta::kStopReason, reason);
+  last_error_ = write_error;
+  return stored;
+}
+
 void TraceWriter::close() {
   if (aggregator_) aggregator_->close();
   aggregator_.reset();

@@ -63,6 +63,10 @@ class TraceWriter {
                    size_t runs, const std::vector<unwind::Module>& modules);
   // Pool samples taken by the writer thread itself (recorder/pool_peaks.h): PoolUsage records, one transaction.
   bool write_pool_usage(const std::vector<EventRecord>& samples);
+  // After a failed write: the failed transaction rolled back, then meta.stop_reason written through this same
+  // connection, which needs no new file handle and no checkpoint (a full disk may refuse a reopen or the close's
+  // checkpoint). Returns whether it was stored; last_error() keeps the write's error either way.
+  bool record_stop_reason(const std::string& reason);
   void close();
   bool is_open() const { return db_ != nullptr; }
   const std::string& last_error() const { return last_error_; }

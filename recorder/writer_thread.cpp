@@ -269,8 +269,10 @@ bool write_until(Recorder& r, uint64_t watermark, bool scan_modules) {
       warn_once("writing the trace '" + r.trace_path + "' failed (" + r.writer.last_error() +
                 "); profiling stopped: the trace keeps the events written before, and the application "
                 "continues");
-      r.writer.close();  // rolls the failed transaction back; every committed one stays readable
-      store_stop_reason(r.trace_path, stop_reason_for_write_error(r.writer.last_error()));
+      const std::string reason = stop_reason_for_write_error(r.writer.last_error());
+      const bool stored = r.writer.record_stop_reason(reason);
+      r.writer.close();  // every committed transaction stays readable
+      if (!stored) store_stop_reason(r.trace_path, reason);
       return false;
     }
     sample_pool_peaks(r, runs, lengths);
