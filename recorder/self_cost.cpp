@@ -12,6 +12,8 @@ std::atomic<uint64_t> g_ns[2];
 std::atomic<uint64_t> g_preempted;
 std::atomic<uint64_t> g_phase_samples;
 std::atomic<uint64_t> g_phase_ns[kCostPhases];
+std::atomic<uint64_t> g_long_walks;
+std::atomic<uint64_t> g_long_walk_ns;
 
 // A sample this long was interrupted: the scheduler gave the core to another thread for a while (a time slice is
 // milliseconds; the longest event of our own, a first stack with new Python frames to intern, takes tens of us).
@@ -60,6 +62,11 @@ void add_self_cost_phases(const uint64_t (&ns)[kCostPhases]) {
   if (total > kPreemptedNs) return;  // counted as preempted by add_self_cost_sample
   g_phase_samples.fetch_add(1, std::memory_order_relaxed);
   for (int p = 0; p < kCostPhases; ++p) g_phase_ns[p].fetch_add(ns[p], std::memory_order_relaxed);
+  const uint64_t walk = ns[static_cast<int>(CostPhase::Walk)];
+  if (walk > kLongWalkNs) {
+    g_long_walks.fetch_add(1, std::memory_order_relaxed);
+    g_long_walk_ns.fetch_add(walk, std::memory_order_relaxed);
+  }
 }
 
 SelfCostTotals self_cost_totals() {
@@ -71,6 +78,8 @@ SelfCostTotals self_cost_totals() {
   totals.preempted = g_preempted.load(std::memory_order_relaxed);
   totals.phase_samples = g_phase_samples.load(std::memory_order_relaxed);
   for (int p = 0; p < kCostPhases; ++p) totals.phase_ns[p] = g_phase_ns[p].load(std::memory_order_relaxed);
+  totals.long_walks = g_long_walks.load(std::memory_order_relaxed);
+  totals.long_walk_ns = g_long_walk_ns.load(std::memory_order_relaxed);
   return totals;
 }
 

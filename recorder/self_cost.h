@@ -37,7 +37,13 @@ struct SelfCostTotals {
   uint64_t preempted = 0;      // samples left out: the thread was off its core for part of them
   uint64_t phase_samples = 0;  // block events timed phase by phase (those whose stack record() took itself)
   uint64_t phase_ns[kCostPhases] = {};
+  // Of those, the ones whose walk phase took over kLongWalkNs (a fresh walk: no stored answer, rules read), and
+  // their walk time: a mean over a few thousand samples is moved most by these, so the check's own cost is read
+  // apart from them.
+  uint64_t long_walks = 0;
+  uint64_t long_walk_ns = 0;
 };
+inline constexpr uint64_t kLongWalkNs = 4000;
 SelfCostTotals self_cost_totals();
 
 // Whether this thread's next event is one to time: every kSelfCostSampleEvery-th of the thread's events.

@@ -86,6 +86,12 @@ void write_self_cost_meta(Recorder& r) {
     phases +=
         (p ? "," : "") + std::string(kPhaseNames[p]) + "=" + std::to_string(totals.phase_ns[p] / totals.phase_samples);
   }
+  // The walk phase apart from its long tail (recorder/self_cost.h): the stored answers' check alone, and how many
+  // of the timed events walked for longer.
+  const uint64_t short_walks = totals.phase_samples - totals.long_walks;
+  const uint64_t short_walk_ns = totals.phase_ns[static_cast<int>(CostPhase::Walk)] - totals.long_walk_ns;
+  if (short_walks > 0) phases += ",walk_short=" + std::to_string(short_walk_ns / short_walks);
+  phases += ",walks_long=" + std::to_string(totals.long_walks) + "/" + std::to_string(totals.phase_samples);
   r.writer.set_meta(schema::meta::kSelfCostBlockPhases, phases);
 }
 

@@ -39,5 +39,20 @@ TEST(SelfCostSampleTest, EveryPlaceOfARepeatingStepGetsSampled) {
   EXPECT_GT(places.size(), static_cast<size_t>(kStep * 9 / 10));
 }
 
+// The walk phase's long tail (fresh walks) is counted apart, so that the stored answers' check is read alone; a
+// preempted sample counts in neither.
+TEST(SelfCostPhasesTest, LongWalksAreCountedApart) {
+  const SelfCostTotals before = self_cost_totals();
+  add_self_cost_phases({500, 100, 0, 50, 20});
+  add_self_cost_phases({700, 100, 0, 50, 20});
+  add_self_cost_phases({kLongWalkNs + 6000, 100, 900, 50, 20});
+  add_self_cost_phases({300'000, 0, 0, 0, 0});  // preempted
+  const SelfCostTotals after = self_cost_totals();
+  EXPECT_EQ(after.phase_samples - before.phase_samples, 3u);
+  EXPECT_EQ(after.long_walks - before.long_walks, 1u);
+  EXPECT_EQ(after.long_walk_ns - before.long_walk_ns, kLongWalkNs + 6000);
+  EXPECT_EQ(after.phase_ns[0] - before.phase_ns[0], 500 + 700 + kLongWalkNs + 6000);
+}
+
 }  // namespace
 }  // namespace gmt::recorder
