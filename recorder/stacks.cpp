@@ -98,8 +98,10 @@ thread_local uint32_t t_memo_hits __attribute__((tls_model("initial-exec"))) = 0
 std::atomic<uint64_t> g_walks_counted{0};
 std::atomic<uint64_t> g_walks_stored{0};
 std::atomic<uint64_t> g_walks_to_the_cut{0};
+std::atomic<uint64_t> g_walk_word_checks{0};
 thread_local uint64_t t_walks_stored_counted __attribute__((tls_model("initial-exec"))) = 0;
 thread_local uint64_t t_walks_to_the_cut_counted __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint64_t t_walk_word_checks_counted __attribute__((tls_model("initial-exec"))) = 0;
 
 // This thread's walks, numbered, and the skipped ranges its last walk was cut by (RawStack::walk).
 thread_local uint64_t t_walks __attribute__((tls_model("initial-exec"))) = 0;
@@ -171,11 +173,11 @@ GMT_HOT int walk_stack(void** frames, bool& same_as_previous, unwind::WalkIdenti
 }  // namespace
 
 StackWalkCounts stack_walk_counts() {
-  return {g_libunwind_walks.load(std::memory_order_relaxed), g_checked_walks.load(std::memory_order_relaxed),
-          g_walk_mismatches.load(std::memory_order_relaxed), g_memo_hits.load(std::memory_order_relaxed),
-          g_memo_checked.load(std::memory_order_relaxed),    g_memo_mismatches.load(std::memory_order_relaxed),
-          g_walks_counted.load(std::memory_order_relaxed),   g_walks_stored.load(std::memory_order_relaxed),
-          g_walks_to_the_cut.load(std::memory_order_relaxed)};
+  return {g_libunwind_walks.load(std::memory_order_relaxed),  g_checked_walks.load(std::memory_order_relaxed),
+          g_walk_mismatches.load(std::memory_order_relaxed),  g_memo_hits.load(std::memory_order_relaxed),
+          g_memo_checked.load(std::memory_order_relaxed),     g_memo_mismatches.load(std::memory_order_relaxed),
+          g_walks_counted.load(std::memory_order_relaxed),    g_walks_stored.load(std::memory_order_relaxed),
+          g_walks_to_the_cut.load(std::memory_order_relaxed), g_walk_word_checks.load(std::memory_order_relaxed)};
 }
 
 namespace {
@@ -277,6 +279,9 @@ GMT_HOT void capture_stack(RawStack& stack) {
     const uint64_t to_the_cut = unwind::fast_backtrace_cut_answers_in_this_thread();
     g_walks_to_the_cut.fetch_add(to_the_cut - t_walks_to_the_cut_counted, std::memory_order_relaxed);
     t_walks_to_the_cut_counted = to_the_cut;
+    const uint64_t word_checks = unwind::fast_backtrace_word_checks_in_this_thread();
+    g_walk_word_checks.fetch_add(word_checks - t_walk_word_checks_counted, std::memory_order_relaxed);
+    t_walk_word_checks_counted = word_checks;
   }
   stack.walk = 0;
   stack.repeats_previous_walk = false;

@@ -60,6 +60,7 @@ void write_stack_walk_meta(Recorder& r) {
   r.writer.set_meta(schema::meta::kStackWalksCounted, std::to_string(counts.walks));
   r.writer.set_meta(schema::meta::kStackWalksStored, std::to_string(counts.stored_walks));
   r.writer.set_meta(schema::meta::kStackWalksToTheCut, std::to_string(counts.walks_to_the_cut));
+  r.writer.set_meta(schema::meta::kStackWalkWordChecks, std::to_string(counts.walk_word_checks));
   if (s.unwind != UnwindMode::Check) return;
   r.writer.set_meta(schema::meta::kStackWalksChecked, std::to_string(counts.checked));
   r.writer.set_meta(schema::meta::kStackWalkMismatches, std::to_string(counts.mismatches));

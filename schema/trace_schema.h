@@ -527,6 +527,7 @@ inline constexpr const char* kStackWalksStored = "stack_walks_stored";
 // StoredAnswer::kToTheCut): the stack memo then answered for the rest from the Python chain, or the stack was taken
 // whole after all. Absent before.
 inline constexpr const char* kStackWalksToTheCut = "stack_walks_to_the_cut";
+inline constexpr const char* kStackWalkWordChecks = "stack_walk_word_checks";
 // The id CPython gave our code watcher (3.12+, recorder/python_code_watch.cpp): while code objects are watched the
 // stack memo keys Python frames by their code object's address and the count of code objects destroyed
 // (unwind/python_frames.h). Absent where it was not registered (before 3.12, or in traces of earlier versions).

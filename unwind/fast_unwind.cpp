@@ -147,6 +147,7 @@ struct WalkScratch {
 
 thread_local uint64_t t_replayed_walks __attribute__((tls_model("initial-exec"))) = 0;
 thread_local uint64_t t_cut_answers __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint64_t t_word_checks __attribute__((tls_model("initial-exec"))) = 0;
 
 // The cut (set_walk_cut); begin 0: none. Set once, end before begin.
 std::atomic<uintptr_t> g_cut_begin{0};
@@ -216,6 +217,7 @@ __attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWal
                                                                  int max_frames, bool to_the_cut) {
   if (stored.version == 0 || stored.entry_sp != sp || stored.max_frames != max_frames) return false;
   if (stored.uses_entry_bp && stored.entry_bp != bp) return false;
+  ++t_word_checks;
   const uint32_t* offsets = stored.read_offset;
   const uint64_t now = words_hash(
       to_the_cut ? stored.cut_reads : stored.reads, [ sp, offsets ](int i) __attribute__((no_sanitize("address"))) {
@@ -435,6 +437,7 @@ void set_walk_cut(uintptr_t begin, uintptr_t end) {
 
 uint64_t fast_backtrace_replays_in_this_thread() { return t_replayed_walks; }
 uint64_t fast_backtrace_cut_answers_in_this_thread() { return t_cut_answers; }
+uint64_t fast_backtrace_word_checks_in_this_thread() { return t_word_checks; }
 
 }  // namespace gmt::unwind
 
@@ -446,6 +449,7 @@ void forget_unwind_rules() {}
 void set_walk_cut(uintptr_t, uintptr_t) {}
 uint64_t fast_backtrace_replays_in_this_thread() { return 0; }
 uint64_t fast_backtrace_cut_answers_in_this_thread() { return 0; }
+uint64_t fast_backtrace_word_checks_in_this_thread() { return 0; }
 }  // namespace gmt::unwind
 
 #endif

@@ -90,5 +90,9 @@ void forget_unwind_rules();
 uint64_t fast_backtrace_replays_in_this_thread();
 // How many of those answers ended at the cut (WalkIdentity::frames_end_at_cut).
 uint64_t fast_backtrace_cut_answers_in_this_thread();
+// How many stored walks this thread checked word by word (a stored walk from the same stack pointer, whether it
+// then matched or not): one per answered walk when the stack pointer names one place; more where several places
+// allocate at the same depth and share a set.
+uint64_t fast_backtrace_word_checks_in_this_thread();
 
 }  // namespace gmt::unwind
