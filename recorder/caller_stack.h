@@ -25,19 +25,18 @@ inline thread_local const RawStack* t_caller_stack __attribute__((tls_model("ini
 // and then how long its capture took (at least 1). record() adds its own time to it for the events of this call.
 inline thread_local uint64_t t_caller_capture_ns __attribute__((tls_model("initial-exec"))) = 0;
 
+// capture_stack, and its time in t_caller_capture_ns when this call is one of the self-cost sample's. Not inlined
+// into the hooks, so that capture_stack has one caller whether timed or not (recorder/recorder.cpp, record(), says
+// why that matters).
+void capture_caller_stack(RawStack& stack);
+
 class CallerStack {
  public:
   // `wanted`: this call may record an event of its own (the hook's guard is active, or the hook only names the
   // call for a driver-level backend and is not nested in our own code).
   explicit CallerStack(bool wanted) {
     if (!wanted || t_caller_stack != nullptr || !settings().take_stacks) return;
-    if (self_cost_sample_this_event()) {
-      const uint64_t start = event_time_ns();
-      capture_stack(stack_);
-      t_caller_capture_ns = event_time_ns() - start + 1;
-    } else {
-      capture_stack(stack_);
-    }
+    capture_caller_stack(stack_);
     t_caller_stack = &stack_;
     owner_ = true;
   }

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "recorder/caller_stack.h"
+#include "recorder/self_cost.h"
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
 #include "tests/stacks/stack_memo_places.h"
@@ -160,6 +162,31 @@ TEST(StackMemoTest, TheCheckModeCountsAStaleEntry) {
   }
   EXPECT_NE(gmt::recorder::stack_memo_mismatch_examples().find("9999:"), std::string::npos);
   gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Fast;
+}
+
+// A capture chosen for the self-cost sample walks the same stack as any other (recorder/recorder.cpp, record()):
+// the same stored walk answers it. When the timed capture had a call of its own, its stack had another return
+// address in our code, so it was a walk apart, answered by a fresh walk far more often than the events it stands
+// for, and the sample measured those.
+void take_caller_stack(void* timed) {
+  gmt::recorder::CallerStack caller_stack(true);
+  if (gmt::recorder::t_caller_capture_ns != 0) ++*static_cast<int*>(timed);
+}
+
+TEST(StackMemoTest, ATimedCaptureIsAnsweredByTheSameStoredWalk) {
+  gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Fast;
+  gmt::recorder::settings().take_stacks = true;
+  constexpr int kCaptures = 20 * static_cast<int>(gmt::recorder::kSelfCostSampleEvery);
+  int timed = 0, timed_and_walked = 0;
+  for (int i = 0; i < kCaptures; ++i) {  // one call site, so one stack
+    const uint64_t stored_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
+    const int timed_before = timed;
+    call_from_place(3, take_caller_stack, &timed);
+    const bool walked = gmt::unwind::fast_backtrace_replays_in_this_thread() == stored_before;
+    if (i > 0 && timed > timed_before && walked) ++timed_and_walked;
+  }
+  EXPECT_GE(timed, kCaptures / static_cast<int>(gmt::recorder::kSelfCostSampleEvery) / 2);
+  EXPECT_EQ(timed_and_walked, 0) << "of " << timed << " timed captures";
 }
 
 }  // namespace
