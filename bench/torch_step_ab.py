@@ -212,6 +212,20 @@ def self_cost_note(trace):
     return "; recorder's own time: " + ", ".join(parts) if parts else ""
 
 
+def stated_against_measured(trace, train, events_per_step):
+    """What the trace states of the recorder's own time per tensor event (recorder/self_cost.h) against the train
+    step's added host time per recorded event (issue 33 part 5: within 30%)."""
+    with sqlite3.connect(trace) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = 'self_cost_block_ns_per_event'").fetchone()
+    measured = (train["host_on_ms"] - train["host_off_ms"]) * 1e6 / events_per_step
+    if row is None:
+        return f"train host +{measured:.0f} ns per recorded event; the trace states no cost per tensor event"
+    stated = float(row[0])
+    ratio = f"{stated / measured:.2f}" if measured > 0 else "-"
+    return (f"train host +{measured:.0f} ns per recorded event; the trace states {stated:.0f} ns per tensor "
+            f"event: stated / measured {ratio}")
+
+
 def option(args, name, default):
     return int(args[args.index(name) + 1]) if name in args else default
 
@@ -270,12 +284,12 @@ def main():
         for key, (label, command) in configs.items():
             trace = os.path.join(tmp, f"{key}.db")
             measured = run_config(command(trace))
-            per_step = "-"
+            per_step, events_per_step = "-", None
             if os.path.exists(trace) and not key.startswith(("blocks", "top")):  # those make no pauses
                 check_pauses(trace, blocks)
                 # Ranges are recorded only in "on" blocks: events inside them are the profiler's work per step.
-                value = events_per_train_step(trace, blocks // 2 * (block_steps + 1))
-                per_step = f"{value:.2f}" if value is not None else "-"
+                events_per_step = events_per_train_step(trace, blocks // 2 * (block_steps + 1))
+                per_step = f"{events_per_step:.2f}" if events_per_step is not None else "-"
             train, infer = measured["train"], measured["infer"]
             print(f"{label:20} {train['off_ms']:13.3f} ms {train['median']:+17.3f}% "
                   f"{train['mean']:+10.3f}+-{train['ci95']:.3f}% {infer['off_ms']:13.3f} ms "
@@ -287,6 +301,8 @@ def main():
                                         f"{measured[phase]['cpu_on_ms'].get(group, 0):.2f}"
                                         for group in ("main", "writer", "other"))
                 for phase in ("train", "infer")) + self_cost_note(trace), flush=True)
+            if events_per_step:
+                print(f"{'':20} {stated_against_measured(trace, train, events_per_step)}", flush=True)
 
 
 if __name__ == "__main__":
