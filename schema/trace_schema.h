@@ -527,6 +527,9 @@ inline constexpr const char* kStackWalksStored = "stack_walks_stored";
 // StoredAnswer::kToTheCut): the stack memo then answered for the rest from the Python chain, or the stack was taken
 // whole after all. Absent before.
 inline constexpr const char* kStackWalksToTheCut = "stack_walks_to_the_cut";
+// Stored walks checked word by word, whether they then matched or not (unwind/fast_unwind.h): about the stored
+// answers where one stack pointer names one place, more where several places allocate at one depth. Counted per
+// thread by 64 walks, as stack_walks_counted. Absent before 2026-12-07.
 inline constexpr const char* kStackWalkWordChecks = "stack_walk_word_checks";
 // The id CPython gave our code watcher (3.12+, recorder/python_code_watch.cpp): while code objects are watched the
 // stack memo keys Python frames by their code object's address and the count of code objects destroyed
