@@ -192,12 +192,13 @@ namespace {
 // check and the signature are (see both); GMT_UNWIND=check takes every memo answer in full too and counts the
 // differences (meta stack_memo_mismatches).
 //
-// With GMT_STACK_CUT=1 (off by default: no gain on an H100, docs/benchmarks.md), in a Python thread the walk is
-// checked only up to its first frame in CPython's eval loop (unwind::StoredAnswer::kToTheCut): the native frames
-// beyond it are taken to be the same whenever the Python frame chain is, which the memo's key already says. That is
-// the one assumption the memo adds to the walk's own check: a native caller that reaches the same Python frames (same
-// frame addresses, code and positions) by another native path with the same stack depth would get the first path's
-// stack; the check mode counts any such answer as a mismatch.
+// With GMT_STACK_CUT=1 (off by default: not shown to pay; its H100 figures came from the self-cost sample that
+// overstated every phase until 3437670, docs/benchmarks.md), in a Python thread the walk is checked only up to its
+// first frame in CPython's eval loop (unwind::StoredAnswer::kToTheCut): the native frames beyond it are taken to be
+// the same whenever the Python frame chain is, which the memo's key already says. That is the one assumption the memo
+// adds to the walk's own check: a native caller that reaches the same Python frames (same frame addresses, code and
+// positions) by another native path with the same stack depth would get the first path's stack; the check mode counts
+// any such answer as a mismatch.
 struct StackMemoEntry {
   uint32_t walk_version = 0;    // the stored walk's version it was taken at; 0: empty
   int32_t skipped_ranges = -1;  // the cut (skip_cuda_library_frames) it was taken with

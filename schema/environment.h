@@ -74,7 +74,7 @@ inline constexpr const char* kSignalFlush = "GMT_SIGNAL_FLUSH";
 // before the memo existed. For comparisons: the stacks recorded are the same either way.
 inline constexpr const char* kStackMemo = "GMT_STACK_MEMO";
 // "1": the cut at CPython's eval loop (recorder/stacks.cpp): a stack taken again is checked only up to its first
-// eval-loop frame before the memo answers. Off by default: it did not pay on an H100 (docs/benchmarks.md, 2026-12-07).
+// eval-loop frame before the memo answers. Off by default: not shown to pay (docs/benchmarks.md, 2026-12-07).
 inline constexpr const char* kStackCut = "GMT_STACK_CUT";
 // "0": the in-process package registers no code watcher (python/gpumemtrace_inprocess/code_watch.py): the stack memo
 // keys Python frames by reading their code objects, as before 3.12. For comparisons.

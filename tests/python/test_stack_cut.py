@@ -15,7 +15,7 @@ from test_python_frames import SUPPORTED, app_line
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cut_app.py")
 TWO_PATHS = os.environ.get("TWO_PATHS_LIBRARY", "")
 ROUNDS = 200
-CUT = {"GMT_STACK_CUT": "1"}  # off by default (docs/benchmarks.md, 2026-12-07: no gain on an H100)
+CUT = {"GMT_STACK_CUT": "1"}  # off by default: not shown to pay (docs/benchmarks.md, 2026-12-07)
 
 
 def read_meta(trace):
