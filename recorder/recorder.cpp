@@ -417,6 +417,7 @@ void reset_after_fork_in_child() {
   // thread does not exist here, and its SQLite connection must not be used by two processes.
   reset_event_clock_after_fork();  // first: now_ns() below reads it
   forget_control_channel_in_child();
+  if (g_recorder) g_recorder->writer.drop_disk_reserve_in_child();
   g_recorder = new Recorder;
   t_thread_id = 0;
   t_buffer = nullptr;  // the parent's

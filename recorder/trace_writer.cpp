@@ -20,14 +20,25 @@ namespace {
 
 WriterObserver* g_observer = nullptr;
 
-// Builds an empty trace of the current schema at `temporary` and closes it (the close checkpoints the WAL into the
-// file and removes the -wal and -shm files).
+// Removes a trace this process made and could not finish, with the WAL and shared-memory files beside it.
+void remove_trace_files(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+}
+
+// Builds an empty trace of the current schema at `temporary` and closes it, its WAL checkpointed into the file and
+// truncated first. The close's own checkpoint hides its failure (the WAL is then kept beside the file): on a disk
+// too full for it, the file alone would be half a database, and renamed into place it reads as "malformed".
 bool build_empty_trace(const std::string& temporary, std::string& error) {
   sqlite3* db = schema::create_trace_file(temporary, error);
   if (!db) return false;
-  // No fsync for the empty file: the close's checkpoint would otherwise sync it twice while the app waits for
-  // its first flush. The trace's own connection syncs as docs/reliability.md says.
+  // No fsync for the empty file: the checkpoint would otherwise sync it twice while the app waits for its first
+  // flush. The trace's own connection syncs as docs/reliability.md says.
   sqlite3_exec(db, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr);
+  if (sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr) != SQLITE_OK) {
+    error = sqlite3_errmsg(db);
+    sqlite3_close(db);
+    return false;
+  }
   if (sqlite3_close(db) != SQLITE_OK) {
     error = "cannot close '" + temporary + "'";
     return false;
@@ -96,15 +107,15 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
   // stray "<trace>.init-<pid>". An existing trace is never overwritten (the CLI removes it first when asked
   // to with --force).
   std::string temporary = path + ".init-" + std::to_string(::getpid());
-  ::unlink(temporary.c_str());  // left by an earlier process with this pid that died in the same place
+  remove_trace_files(temporary);  // left by an earlier process with this pid that died in the same place
   std::string build_error;
   if (!build_empty_trace(temporary, build_error)) {
-    ::unlink(temporary.c_str());
+    remove_trace_files(temporary);
     error = "cannot create trace '" + path + "': " + build_error;
     return false;
   }
   if (!move_into_place(temporary, path, error)) {
-    ::unlink(temporary.c_str());
+    remove_trace_files(temporary);
     return false;
   }
   // NOMUTEX: this connection is used by one thread at a time (the recorder's write lock), so SQLite's own
@@ -113,6 +124,7 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
     error = "cannot open trace '" + path + "': " + (db_ ? sqlite3_errmsg(db_) : "out of memory");
     sqlite3_close(db_);
     db_ = nullptr;
+    remove_trace_files(path);  // renamed into place by this process just now: no one else's
     return false;
   }
   bool ok =
@@ -141,8 +153,10 @@ bool TraceWriter::create_file(const std::string& path, std::string& error) {
   if (!ok) {
     error = "cannot initialize trace '" + path + "': " + last_error_;
     close();
+    remove_trace_files(path);
     return false;
   }
+  disk_reserve_.hold_beside(path);  // best effort: without it a full disk may leave the stop reason unsaid
   return true;
 }
 
@@ -433,6 +447,7 @@ bool TraceWriter::record_stop_reason(const std::string& reason) {
   if (!db_) return false;
   const std::string write_error = last_error_;
   if (!sqlite3_get_autocommit(db_)) exec("ROLLBACK");  // SQLite may have rolled it back already
+  disk_reserve_.release();                             // room for the upsert's WAL frames on a full disk
   const bool stored = schema::set_meta(upsert_meta_, schema::meta::kStopReason, reason);
   last_error_ = write_error;
   return stored;
@@ -452,6 +467,7 @@ void TraceWriter::close() {
   insert_python_frame_ = insert_allocator_sample_ = nullptr;
   sqlite3_close(db_);
   db_ = nullptr;
+  disk_reserve_.release();
 }
 
 bool TraceWriter::exec(const char* sql) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "recorder/aggregator.h"
+#include "recorder/disk_reserve.h"
 #include "recorder/driver_queries.h"
 #include "recorder/event.h"
 #include "recorder/event_types.h"
@@ -63,11 +64,15 @@ class TraceWriter {
                    size_t runs, const std::vector<unwind::Module>& modules);
   // Pool samples taken by the writer thread itself (recorder/pool_peaks.h): PoolUsage records, one transaction.
   bool write_pool_usage(const std::vector<EventRecord>& samples);
-  // After a failed write: the failed transaction rolled back, then meta.stop_reason written through this same
-  // connection, which needs no new file handle and no checkpoint (a full disk may refuse a reopen or the close's
-  // checkpoint). Returns whether it was stored; last_error() keeps the write's error either way.
+  // After a failed write: the failed transaction rolled back, the disk reserve given back (recorder/disk_reserve.h),
+  // then meta.stop_reason written through this same connection, which needs no new file handle and no checkpoint (a
+  // full disk may refuse a reopen or the close's checkpoint). Returns whether it was stored; last_error() keeps the
+  // write's error either way.
   bool record_stop_reason(const std::string& reason);
   void close();
+  // In a forked child, for the parent's writer: the child's copy of the reserve's descriptor is closed, so that the
+  // parent's space goes back when the parent lets it go. Touches no SQLite state.
+  void drop_disk_reserve_in_child() { disk_reserve_.release(); }
   bool is_open() const { return db_ != nullptr; }
   const std::string& last_error() const { return last_error_; }
 
@@ -87,6 +92,7 @@ class TraceWriter {
   bool fail_with(const std::string& error);  // sets last_error_, returns false
 
   sqlite3* db_ = nullptr;
+  DiskReserve disk_reserve_;  // held from create() to the stop reason or close()
   bool add_to_event_group(const EventRecord& e);
   bool flush_event_group();
 

@@ -44,11 +44,15 @@ class DiskFullTest(TraceDirTestCase):
         os.makedirs(self.mnt)
         os.makedirs(self.out)
 
+    def small_disk_command(self, size, command, mnt=None, out=None):
+        """`command` run with a `size` tmpfs on `mnt` (self.mnt), then what is there copied to `out` (self.out)."""
+        mnt, out = shlex.quote(mnt or self.mnt), shlex.quote(out or self.out)
+        script = (f"mount -t tmpfs -o size={size},mode=0700 tmpfs {mnt} || exit 99; "
+                  f"{shlex.join(command)}; rc=$?; cp -a {mnt}/. {out}/; exit $rc")
+        return [*unshare_command(), "sh", "-c", script]
+
     def run_on_small_disk(self, size, command, env):
-        """Runs `command` with a `size` tmpfs on self.mnt, then copies what is there to self.out."""
-        script = (f"mount -t tmpfs -o size={size},mode=0700 tmpfs {shlex.quote(self.mnt)} || exit 99; "
-                  f"{shlex.join(command)}; rc=$?; cp -a {shlex.quote(self.mnt)}/. {shlex.quote(self.out)}/; exit $rc")
-        return subprocess.run([*unshare_command(), "sh", "-c", script], env=env, capture_output=True, text=True,
+        return subprocess.run(self.small_disk_command(size, command), env=env, capture_output=True, text=True,
                               timeout=240)
 
     def reference(self):
@@ -82,6 +86,27 @@ class DiskFullTest(TraceDirTestCase):
         self.assertIn("incomplete (recording stopped early: disk full", text.stderr)
         self.assertNotIn("crashed", text.stdout + text.stderr)
 
+    def test_the_stop_reason_fits_wherever_the_disk_fills(self):
+        # The disk fills at a different point of a transaction for each size. Some left no room for even the
+        # stop reason's one WAL frame (404 KiB, every time, before the writer held space back for it).
+        sizes = [f"{kib}k" for kib in range(392, 448, 8)]
+        runs = {}
+        for size in sizes:
+            mnt, out = self.path("mnt-" + size), self.path("out-" + size)
+            os.makedirs(mnt)
+            os.makedirs(out)
+            command = self.small_disk_command(size, STEADY, mnt, out)
+            runs[size] = (out, subprocess.Popen(command, env=preload_env(os.path.join(mnt, "t.db")),
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        for size, (out, process) in runs.items():
+            _, stderr = process.communicate(timeout=240)
+            self.assertEqual(process.returncode, 0, f"{size}: {stderr}")
+            self.assertIn("database or disk is full", stderr, size)
+            report = report_json(os.path.join(out, "t.db"))
+            self.assertEqual(report["trace"]["stop_reason"], "disk full: database or disk is full", size)
+            # The reserve given back also leaves room for the close's checkpoint: the trace is one file again.
+            self.assertEqual(sorted(os.listdir(out)), ["t.db"], size)
+
     def test_disk_fills_up_under_the_cli(self):
         reference = self.reference()
         trace = os.path.join(self.mnt, "t.db")
@@ -99,14 +124,21 @@ class DiskFullTest(TraceDirTestCase):
         self.assertIn("incomplete (recording stopped early: disk full", result.stderr)
 
     def test_disk_full_from_the_start(self):
-        # Not even the empty trace fits: the app runs unprofiled, one warning.
+        # Not even the empty trace fits: the app runs unprofiled, one warning, and no file is left behind. At
+        # 8 KiB its first page does not fit; at 176 KiB its WAL fits but the checkpoint into the file does not,
+        # which once left a half-written trace (read as "malformed") and the temporary's WAL beside it.
         reference = self.reference()
-        result = self.run_on_small_disk("8k", STEADY, preload_env(os.path.join(self.mnt, "t.db")))
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(result.stdout, reference.stdout)
-        warnings = [line for line in result.stderr.splitlines() if line.startswith("gpumemtrace:")]
-        self.assertEqual(len(warnings), 1, result.stderr)
-        self.assertIn("continues without profiling", warnings[0])
+        for size in ["8k", "176k"]:
+            for name in os.listdir(self.out):
+                os.unlink(os.path.join(self.out, name))
+            result = self.run_on_small_disk(size, STEADY, preload_env(os.path.join(self.mnt, "t.db")))
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(result.stdout, reference.stdout)
+            warnings = [line for line in result.stderr.splitlines() if line.startswith("gpumemtrace:")]
+            self.assertEqual(len(warnings), 1, result.stderr)
+            self.assertIn("cannot create trace", warnings[0])
+            self.assertIn("continues without profiling", warnings[0])
+            self.assertEqual(os.listdir(self.out), [], size)
 
 
 if __name__ == "__main__":
