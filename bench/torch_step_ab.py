@@ -30,8 +30,8 @@ microsecond of hook work shows in the step; while it stays below, the GPU hides 
 
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
-      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, hooks-nowatch, top,
-               top-aggregate
+      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, hooks-nowatch,
+               hooks-writer-apart, top, top-aggregate
                (default: all)
   bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
 """
@@ -127,6 +127,21 @@ def add_cpu(totals, before, after, main_tid):
         totals[group] = totals.get(group, 0) + ns - before.get(tid, (name, 0))[1]
 
 
+def move_writer_apart():
+    """Config "hooks-writer-apart": our writer thread moved to the machine's cores outside the worker's pinned ones,
+    so that it no longer shares the app's cores: how much of the step's cost is the writer's competition for them
+    rather than the hooks' own work on the app's threads. Returns the cores it was given (empty: not moved)."""
+    apart = ALL_CORES - os.sched_getaffinity(0)
+    if not apart:
+        return set()
+    moved = False
+    for tid, (name, _) in thread_cpu_ns().items():
+        if name == "gmt-writer":
+            os.sched_setaffinity(int(tid), apart)
+            moved = True
+    return apart if moved else set()
+
+
 def worker(mode, blocks, block_steps, batch):
     pin_to_cores()
     import torch
@@ -138,6 +153,11 @@ def worker(mode, blocks, block_steps, batch):
     for name, step in (("train", train_step), ("infer", infer_step)):
         for _ in range(WARM_UP_STEPS):
             step()
+        if os.environ.get("GMT_BENCH_WRITER_APART") == "1":
+            apart = move_writer_apart()
+            if not apart:
+                raise SystemExit("hooks-writer-apart: no gmt-writer thread, or no core outside the pinned ones")
+            result["writer_cores"] = sorted(apart)
         on_blocks, off_blocks = [], []
         host_on, host_off = [], []  # the same for the host's part of the step
         cpu_on, cpu_off = {}, {}  # CPU ns by thread group (thread_group), summed over each arm's timed steps
@@ -264,6 +284,9 @@ def main():
         # Without the code watcher (3.12+, python/gpumemtrace_inprocess/code_watch.py): keys read the code objects.
         "hooks-nowatch": ("hooks, no watcher",
                           lambda trace: ["env", "GMT_CODE_WATCH=0", *hooks_run(trace, "gpumemtrace")]),
+        # Our writer thread on cores of its own (move_writer_apart): the writer's competition for the app's cores.
+        "hooks-writer-apart": ("hooks, writer apart", lambda trace: ["env", "GMT_BENCH_WRITER_APART=1",
+                                                                     *hooks_run(trace, "gpumemtrace")]),
         # `gpumemtrace top --interval 1` watching the process, on its full trace and on an aggregate one (issue 36).
         "top": ("top, full trace", lambda trace: top_run(trace)),
         "top-aggregate": ("top, aggregate", lambda trace: top_run(trace, "--aggregate")),
