@@ -139,16 +139,21 @@ def worker(mode, blocks, block_steps):
         step()
         per_step = extension.blocks() - before
         on_ms, off_ms = [], []
+        arm_log = open(os.environ["GMT_BENCH_ARM_LOG"], "a") if os.environ.get("GMT_BENCH_ARM_LOG") else None
         for block in range(blocks):
             on = block % 4 in (0, 3)  # ABBA
             if mode != "control":
                 set_paused(0 if on else 1)
             step()
             times = []
+            block_start = time.monotonic_ns()
             for _ in range(block_steps):
                 start = time.perf_counter()
                 step()
                 times.append(time.perf_counter() - start)
+            if arm_log:  # each timed block's CLOCK_MONOTONIC span and arm, for a profile split by arm
+                arm_log.write(f"{name} {block_start} {time.monotonic_ns()} {int(on)} {block_steps} {os.getpid()}\n")
+                arm_log.flush()
             (on_ms if on else off_ms).append(statistics.median(times) * 1e3)
         set_paused(0)
         costs = [on - off for on, off in zip(on_ms, off_ms)]
