@@ -55,6 +55,14 @@ class DiskFullTest(TraceDirTestCase):
         return subprocess.run(self.small_disk_command(size, command), env=env, capture_output=True, text=True,
                               timeout=240)
 
+    def the_one_warning(self, result, reference):
+        """The app's exit code and output unchanged, and the one line gpumemtrace said on stderr."""
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stdout, reference.stdout)
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("gpumemtrace:")]
+        self.assertEqual(len(warnings), 1, result.stderr)
+        return warnings[0]
+
     def reference(self):
         result = subprocess.run(STEADY, env=sim_env(), capture_output=True, text=True, timeout=120)
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -66,13 +74,10 @@ class DiskFullTest(TraceDirTestCase):
         trace = os.path.join(self.mnt, "t.db")
         result = self.run_on_small_disk("512k", STEADY, preload_env(trace))
         self.assertNotEqual(result.returncode, 99, "mount failed: " + result.stderr)
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(result.stdout, reference.stdout)
-        warnings = [line for line in result.stderr.splitlines() if line.startswith("gpumemtrace:")]
-        self.assertEqual(len(warnings), 1, result.stderr)
-        self.assertIn("writing the trace", warnings[0])
-        self.assertIn("full", warnings[0])
-        self.assertIn("profiling stopped", warnings[0])
+        warning = self.the_one_warning(result, reference)
+        self.assertIn("writing the trace", warning)
+        self.assertIn("full", warning)
+        self.assertIn("profiling stopped", warning)
         report = report_json(os.path.join(self.out, "t.db"))  # what was written is readable
         self.assertFalse(report["trace"]["complete"])
         self.assertGreater(report["totals"]["allocations"], 0)
@@ -132,12 +137,9 @@ class DiskFullTest(TraceDirTestCase):
             for name in os.listdir(self.out):
                 os.unlink(os.path.join(self.out, name))
             result = self.run_on_small_disk(size, STEADY, preload_env(os.path.join(self.mnt, "t.db")))
-            self.assertEqual(result.returncode, 0, result.stderr)
-            self.assertEqual(result.stdout, reference.stdout)
-            warnings = [line for line in result.stderr.splitlines() if line.startswith("gpumemtrace:")]
-            self.assertEqual(len(warnings), 1, result.stderr)
-            self.assertIn("cannot create trace", warnings[0])
-            self.assertIn("continues without profiling", warnings[0])
+            warning = self.the_one_warning(result, reference)
+            self.assertIn("cannot create trace", warning)
+            self.assertIn("continues without profiling", warning)
             self.assertEqual(os.listdir(self.out), [], size)
 
 
