@@ -15,7 +15,8 @@ One process per configuration; inside it, the recording of blocks is switched on
 
 Usage: bench/torch_cpu_blocks.py BUILD_DIR [--python PY] [--blocks N=24] [--block-steps K=10] [--configs ...]
        configs: control, blocks (default both), blocks-cut (blocks with GMT_STACK_CUT=1: memo answers checked up
-       to the eval loop only); needs torch (CPU is enough) and a C++ compiler.
+       to the eval loop only), blocks-native (GMT_NO_PYTHON_FRAMES=1: native frames only), blocks-nostacks
+       (`run --no-stacks`); needs torch (CPU is enough) and a C++ compiler.
 Each configuration also prints the recorder's own time per block event as it measured itself (the trace's meta
 self_cost_block_ns_per_event and its phases) and how many stored walks answered to the cut.
 """
@@ -165,7 +166,15 @@ def worker(mode, blocks, block_steps):
     print(json.dumps(result), flush=True)
 
 
-CONFIG_ENVIRONMENT = {"control": {}, "blocks": {}, "blocks-cut": {"GMT_STACK_CUT": "1"}}
+# Per configuration: its environment and `run`'s options. The last two price the stack's parts: without Python
+# frames (native frames only), and without any stack (what a block event costs apart from its stack).
+CONFIGS = {
+    "control": ({}, []),
+    "blocks": ({}, []),
+    "blocks-cut": ({"GMT_STACK_CUT": "1"}, []),
+    "blocks-native": ({"GMT_NO_PYTHON_FRAMES": "1"}, []),
+    "blocks-nostacks": ({}, ["--no-stacks"]),
+}
 
 
 def recorder_meta(trace):
@@ -194,14 +203,16 @@ def main():
     os.makedirs(folder, exist_ok=True)
     print(f"block events in PyTorch's CPU stacks, {args.blocks} ABBA blocks of {args.block_steps} steps")
     for config in args.configs.split(","):
-        if config not in CONFIG_ENVIRONMENT:
-            raise SystemExit(f"unknown configuration {config!r}: {', '.join(CONFIG_ENVIRONMENT)}")
+        if config not in CONFIGS:
+            raise SystemExit(f"unknown configuration {config!r}: {', '.join(CONFIGS)}")
+        environment, run_options = CONFIGS[config]
         trace = os.path.join(folder, f"{config}.db")
-        command = [gpumemtrace, "run", "--simulate", "-q", "-o", trace, "--", args.python, os.path.abspath(__file__),
+        command = [gpumemtrace, "run", "--simulate", "-q", *run_options, "-o", trace, "--", args.python,
+                   os.path.abspath(__file__),
                    args.build, "--worker", config, "--blocks", str(args.blocks), "--block-steps",
                    str(args.block_steps)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
-                              env=dict(os.environ, **CONFIG_ENVIRONMENT[config]))
+                              env=dict(os.environ, **environment))
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             raise SystemExit(f"{config}: {' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
