@@ -156,6 +156,8 @@ def worker(mode, blocks, block_steps):
                 arm_log.write(f"{name} {block_start} {time.monotonic_ns()} {int(on)} {block_steps} {os.getpid()}\n")
                 arm_log.flush()
             (on_ms if on else off_ms).append(statistics.median(times) * 1e3)
+        if arm_log:
+            arm_log.close()
         set_paused(0)
         costs = [on - off for on, off in zip(on_ms, off_ms)]
         result[name + "_threads_cpu_s"] = thread_cpu_seconds()
