@@ -107,14 +107,15 @@ def run_config(command):
     return json.loads(last)
 
 
-def events_per_train_step(trace, timed_steps):
-    """Events the profiler recorded inside the last `timed_steps` "train step" ranges (the timed ones), per step,
-    and NVTX range rows per step: the profiler's whole work during a steady-state step."""
+def events_per_train_step(trace, timed_steps, range_name="train step"):
+    """Events the profiler recorded inside the last `timed_steps` "train step" ranges (the timed ones; or those named
+    `range_name`: "inference"), per step, and NVTX range rows per step: the profiler's whole work during a
+    steady-state step."""
     db = sqlite3.connect(trace)
     try:
         spans = db.execute(
             "SELECT r.start_ns, r.end_ns FROM ranges r JOIN strings s ON s.id = r.name_id "
-            "WHERE s.text = 'train step' AND r.end_ns IS NOT NULL ORDER BY r.start_ns").fetchall()[-timed_steps:]
+            "WHERE s.text = ? AND r.end_ns IS NOT NULL ORDER BY r.start_ns", (range_name,)).fetchall()[-timed_steps:]
         if not spans:
             return None
         events = sum(db.execute("SELECT count(*) FROM events WHERE time_ns BETWEEN ? AND ?", span).fetchone()[0]

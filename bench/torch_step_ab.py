@@ -232,18 +232,18 @@ def self_cost_note(trace):
     return "; recorder's own time: " + ", ".join(parts) if parts else ""
 
 
-def stated_against_measured(trace, train, events_per_step):
-    """What the trace states of the recorder's own time per tensor event (recorder/self_cost.h) against the train
-    step's added host time per recorded event (issue 33 part 5: within 30%)."""
+def stated_against_measured(trace, phase, measured_phase, events_per_step):
+    """What the trace states of the recorder's own time per tensor event (recorder/self_cost.h) against the step's
+    added host time per recorded event (issue 33 part 5: within 30%), for `phase` ("train", "inference")."""
     with sqlite3.connect(trace) as db:
         row = db.execute("SELECT value FROM meta WHERE key = 'self_cost_block_ns_per_event'").fetchone()
-    measured = (train["host_on_ms"] - train["host_off_ms"]) * 1e6 / events_per_step
+    measured = (measured_phase["host_on_ms"] - measured_phase["host_off_ms"]) * 1e6 / events_per_step
+    head = f"{phase}: {events_per_step:.0f} events per step, host {measured:+.0f} ns per recorded event"
     if row is None:
-        return f"train host +{measured:.0f} ns per recorded event; the trace states no cost per tensor event"
+        return f"{head}; the trace states no cost per tensor event"
     stated = float(row[0])
     ratio = f"{stated / measured:.2f}" if measured > 0 else "-"
-    return (f"train host +{measured:.0f} ns per recorded event; the trace states {stated:.0f} ns per tensor "
-            f"event: stated / measured {ratio}")
+    return f"{head}; the trace states {stated:.0f} ns per tensor event: stated / measured {ratio}"
 
 
 def option(args, name, default):
@@ -307,11 +307,13 @@ def main():
         for key, (label, command) in configs.items():
             trace = os.path.join(tmp, f"{key}.db")
             measured = run_config(command(trace))
-            per_step, events_per_step = "-", None
+            per_step, events_per_step, infer_events_per_step = "-", None, None
             if os.path.exists(trace) and not key.startswith(("blocks", "top")):  # those make no pauses
                 check_pauses(trace, blocks)
                 # Ranges are recorded only in "on" blocks: events inside them are the profiler's work per step.
-                events_per_step = events_per_train_step(trace, blocks // 2 * (block_steps + 1))
+                timed_on_steps = blocks // 2 * (block_steps + 1)
+                events_per_step = events_per_train_step(trace, timed_on_steps)
+                infer_events_per_step = events_per_train_step(trace, timed_on_steps, "inference")
                 per_step = f"{events_per_step:.2f}" if events_per_step is not None else "-"
             train, infer = measured["train"], measured["infer"]
             print(f"{label:20} {train['off_ms']:13.3f} ms {train['median']:+17.3f}% "
@@ -324,8 +326,10 @@ def main():
                                         f"{measured[phase]['cpu_on_ms'].get(group, 0):.2f}"
                                         for group in ("main", "writer", "other"))
                 for phase in ("train", "infer")) + self_cost_note(trace), flush=True)
-            if events_per_step:
-                print(f"{'':20} {stated_against_measured(trace, train, events_per_step)}", flush=True)
+            for phase, measured_phase, count in (("train", train, events_per_step),
+                                                 ("inference", infer, infer_events_per_step)):
+                if count:
+                    print(f"{'':20} {stated_against_measured(trace, phase, measured_phase, count)}", flush=True)
 
 
 if __name__ == "__main__":
