@@ -6,7 +6,8 @@ on. A step that is slower with blocks on while the app's own libraries take no m
 our code (libgpumemtrace.so on the app's threads) or in our writer thread; a step whose app libraries take more
 CPU pays for something we do to them (caches, page faults).
 
-Usage: bench/profile_by_arm.py BUILD_DIR [--python PY] [--blocks N=24] [--frequency HZ=4000]
+Usage: bench/profile_by_arm.py BUILD_DIR [--python PY] [--blocks N=24] [--frequency HZ=4000] [--config blocks]
+       (--config: one of torch_cpu_blocks.py's, e.g. blocks-nostacks)
 Needs perf (any event: cpu-clock is used, as on machines without hardware counters) and torch (CPU is enough).
 """
 import argparse
@@ -67,12 +68,13 @@ def main():
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--blocks", type=int, default=24)
     parser.add_argument("--frequency", type=int, default=4000)
+    parser.add_argument("--config", default="blocks")
     args = parser.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     with tempfile.TemporaryDirectory(prefix="gmt-profile-by-arm-") as folder:
         arm_log, perf_data = os.path.join(folder, "arms.log"), os.path.join(folder, "perf.data")
         bench = [args.python, os.path.join(here, "torch_cpu_blocks.py"), args.build, "--python", args.python,
-                 "--configs", "blocks", "--blocks", str(args.blocks)]
+                 "--configs", args.config, "--blocks", str(args.blocks)]
         run = subprocess.run(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock", "-F",
                               str(args.frequency), "-o", perf_data, "--", *bench],
                              env=dict(os.environ, GMT_BENCH_ARM_LOG=arm_log), capture_output=True, text=True)
