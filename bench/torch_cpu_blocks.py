@@ -16,7 +16,7 @@ One process per configuration; inside it, the recording of blocks is switched on
 Usage: bench/torch_cpu_blocks.py BUILD_DIR [--python PY] [--blocks N=24] [--block-steps K=10] [--configs ...]
        configs: control, blocks (default both), blocks-cut (blocks with GMT_STACK_CUT=1: memo answers checked up
        to the eval loop only), blocks-native (GMT_NO_PYTHON_FRAMES=1: native frames only), blocks-nostacks
-       (`run --no-stacks`); needs torch (CPU is enough) and a C++ compiler.
+       (`run --no-stacks`), blocks-python (GMT_BLOCK_STACKS=python: Python frames only); needs torch (CPU is enough) and a C++ compiler.
 Each configuration also prints the recorder's own time per block event as it measured itself (the trace's meta
 self_cost_block_ns_per_event and its phases) and how many stored walks answered to the cut.
 """
@@ -176,6 +176,7 @@ CONFIGS = {
     "blocks-cut": ({"GMT_STACK_CUT": "1"}, []),
     "blocks-native": ({"GMT_NO_PYTHON_FRAMES": "1"}, []),
     "blocks-nostacks": ({}, ["--no-stacks"]),
+    "blocks-python": ({"GMT_BLOCK_STACKS": "python"}, []),  # Python frames only, no native walk (an experiment)
 }
 
 

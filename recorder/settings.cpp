@@ -45,6 +45,7 @@ void load_settings_from_environment() {
   }
   if (const char* v = getenv(env::kStackMemo); v && *v == '0') s.stack_memo = false;
   if (const char* v = getenv(env::kStackCut); v && *v == '1') s.stack_cut = true;
+  if (const char* v = getenv(env::kBlockStacks); v && std::strcmp(v, "python") == 0) s.block_python_stacks = true;
   if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;
   if (const char* v = getenv(env::kUnwind); v && *v) {
     if (std::strcmp(v, "libunwind") == 0)

@@ -331,6 +331,29 @@ GMT_HOT void capture_stack(RawStack& stack) {
   stack.repeats_previous_walk = same_pcs && same_cut;
 }
 
+GMT_HOT bool capture_python_only_stack(RawStack& stack) {
+  mark_cost_phase(CostPhase::Walk);  // no walk: its phase stays ~0
+  const uint64_t python_key = unwind::python_chain_key();
+  if (python_key == 0) return false;
+  stack.walk = 0;
+  stack.repeats_previous_walk = false;
+  stack.known_id = 0;
+  stack.known_table = nullptr;
+  stack.known_pcs = nullptr;
+  stack.memo_slot = 0;
+  stack.check_memo_id = 0;
+  // Under the walk version 0, which no stored walk has: these entries never answer a native stack's capture.
+  const bool answered =
+      settings().stack_memo && look_up_stack_memo(stack, unwind::WalkIdentity{}, /*skipped=*/0, python_key);
+  mark_cost_phase(CostPhase::PythonKey);
+  if (answered) return true;
+  unwind::PythonStack python;
+  if (!unwind::read_python_stack(python)) return false;
+  stack.depth = unwind::merge_python_frames(python, nullptr, 0, stack.pcs, kMaxStackDepth);
+  mark_cost_phase(CostPhase::PythonMerge);
+  return stack.depth > 0;
+}
+
 void skip_cuda_library_frames() {
   static const char* const kPrefixes[] = {"libcuda.so", "libcupti.so", "libcudart.so"};
   OwnCode found[kMaxSkippedRanges];

@@ -40,6 +40,11 @@ struct RawStack {
 // backtrace() would cost ~10 us per event, FACTS.md).
 void capture_stack(RawStack& stack);
 
+// GMT_BLOCK_STACKS=python (schema/environment.h): the thread's Python frames only, no native walk, answered by the
+// stack memo under the Python chain's key alone. False, and `stack` untouched, where the thread runs no Python:
+// the caller then takes the whole stack (capture_stack).
+bool capture_python_only_stack(RawStack& stack);
+
 // For the trace's meta (schema::meta::kStackWalks*, kStackMemo*): walks done with libunwind, and under
 // GMT_UNWIND=check the walks compared and those that differed; stacks answered by the stack memo, and under
 // GMT_UNWIND=check those also taken in full and compared, and those that differed (each one a wrong stack in the

@@ -79,6 +79,11 @@ inline constexpr const char* kStackCut = "GMT_STACK_CUT";
 // "0": the in-process package registers no code watcher (python/gpumemtrace_inprocess/code_watch.py): the stack memo
 // keys Python frames by reading their code objects, as before 3.12. For comparisons.
 inline constexpr const char* kCodeWatch = "GMT_CODE_WATCH";
+// "python": a framework's blocks (PyTorch's tensors) allocated by a thread running Python take its Python frames only,
+// no native walk (recorder/stacks.h, capture_python_only_stack). Off by default: an experiment for issue 33's cost
+// (the walk is the largest part of a block event's time); it drops the native frames between the Python line and
+// the allocator from those stacks. Not under GMT_UNWIND=check, which compares whole stacks.
+inline constexpr const char* kBlockStacks = "GMT_BLOCK_STACKS";
 // "1": native stacks only, no Python frames (unwind/python_frames.h).
 inline constexpr const char* kNoPythonFrames = "GMT_NO_PYTHON_FRAMES";
 // "1": keep CUPTI's runtime-API callbacks on throughout (cupti/runtime_naming.h: the old behaviour, for comparisons).

@@ -351,6 +351,33 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertEqual(blocks["alive_at_exit"][0]["python_line"], kept_line)
         self.assertEqual(blocks["alive_at_exit"][0]["bytes"], STEPS * KEPT_BYTES)
 
+    def test_python_only_block_stacks_keep_the_lines_and_drop_the_native_frames(self):
+        # GMT_BLOCK_STACKS=python (an experiment on the capture's cost, issue 33): a block allocated by a thread
+        # running Python takes its Python frames only, no native walk. The same leak at the same line, the same
+        # Python frames; no native frame in a block's stack; the CUDA level keeps its native stacks.
+        full, _, _ = self.run_app("full.db")
+        python_only, _, _ = self.run_app("python-only.db", env={"GMT_BLOCK_STACKS": "python"})
+        kept_line = f"{APP}:make_activation:{marker('BLOCK-KEPT')}"
+        for trace in (full, python_only):
+            leak = report_json(trace)["leaks"][0]
+            self.assertEqual((leak["bytes"], leak["count"], leak["python_line"]),
+                             (STEPS * KEPT_BYTES, STEPS, kept_line), trace)
+        native_frames = ("SELECT count(*) FROM stack_frames f WHERE COALESCE(f.python_frame_id, 0) = 0 "
+                         "AND f.stack_id IN (SELECT stack_id FROM events WHERE source = ? AND kind = ?)")
+        self.assertGreater(self.query(full, native_frames, TORCH_ALLOCATOR, ALLOC)[0][0], 0)
+        self.assertEqual(self.query(python_only, native_frames, TORCH_ALLOCATOR, ALLOC)[0][0], 0)
+        cuda_native = self.query(python_only, "SELECT count(*) FROM stack_frames f "
+                                              "WHERE COALESCE(f.python_frame_id, 0) = 0 AND f.stack_id IN "
+                                              "(SELECT stack_id FROM events WHERE source != ? AND kind = ?)",
+                                 TORCH_ALLOCATOR, ALLOC)[0][0]
+        self.assertGreater(cuda_native, 0)
+        kept_stacks = "SELECT DISTINCT stack_id FROM events WHERE source = ? AND kind = ? AND size = ?"
+        stacks = {trace: self.query(trace, kept_stacks, TORCH_ALLOCATOR, ALLOC, KEPT_BYTES)
+                  for trace in (full, python_only)}
+        self.assertEqual(len(stacks[python_only]), 1)  # the memo answered the 39 after the first from one entry
+        self.assertEqual(self.python_frames(python_only, stacks[python_only][0][0]),
+                         self.python_frames(full, stacks[full][0][0]))
+
     def test_leaked_is_the_kept_tensors_and_the_segment_is_cached(self):
         trace, _, stderr = self.run_app("leak.db", quiet=False)  # run's end summary too
         report = report_json(trace)
