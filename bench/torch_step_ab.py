@@ -31,7 +31,7 @@ microsecond of hook work shows in the step; while it stays below, the GPU hides 
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
       configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, hooks-nowatch,
-               hooks-writer-apart, top, top-aggregate
+               hooks-writer-apart, hooks-python, blocks-python, top, top-aggregate
                (default: all)
   bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
 """
@@ -284,6 +284,11 @@ def main():
         # Without the code watcher (3.12+, python/gpumemtrace_inprocess/code_watch.py): keys read the code objects.
         "hooks-nowatch": ("hooks, no watcher",
                           lambda trace: ["env", "GMT_CODE_WATCH=0", *hooks_run(trace, "gpumemtrace")]),
+        # Tensor blocks with their Python frames only, no native walk (GMT_BLOCK_STACKS=python, off by default).
+        "hooks-python": ("hooks, blocks Python", lambda trace: ["env", "GMT_BLOCK_STACKS=python",
+                                                                *hooks_run(trace, "gpumemtrace")]),
+        "blocks-python": ("blocks, Python only", lambda trace: ["env", "GMT_BLOCK_STACKS=python",
+                                                                *hooks_run(trace, "blocks")]),
         # Our writer thread on cores of its own (move_writer_apart): the writer's competition for the app's cores.
         "hooks-writer-apart": ("hooks, writer apart", lambda trace: ["env", "GMT_BENCH_WRITER_APART=1",
                                                                      *hooks_run(trace, "gpumemtrace")]),
