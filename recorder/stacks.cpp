@@ -255,6 +255,17 @@ GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, 
   return false;
 }
 
+// What a capture says besides its frames, cleared before it says it.
+void forget_previous_capture(RawStack& stack) {
+  stack.walk = 0;
+  stack.repeats_previous_walk = false;
+  stack.known_id = 0;
+  stack.known_table = nullptr;
+  stack.known_pcs = nullptr;
+  stack.memo_slot = 0;
+  stack.check_memo_id = 0;
+}
+
 }  // namespace
 
 GMT_HOT void capture_stack(RawStack& stack) {
@@ -284,13 +295,7 @@ GMT_HOT void capture_stack(RawStack& stack) {
     g_walk_word_checks.fetch_add(word_checks - t_walk_word_checks_counted, std::memory_order_relaxed);
     t_walk_word_checks_counted = word_checks;
   }
-  stack.walk = 0;
-  stack.repeats_previous_walk = false;
-  stack.known_id = 0;
-  stack.known_table = nullptr;
-  stack.known_pcs = nullptr;
-  stack.memo_slot = 0;
-  stack.check_memo_id = 0;
+  forget_previous_capture(stack);
   bool memo_answered = false;
   if (identity.slot != 0 && memo_on) {
     const uint64_t python_key = unwind::python_chain_key();
@@ -335,13 +340,7 @@ GMT_HOT bool capture_python_only_stack(RawStack& stack) {
   mark_cost_phase(CostPhase::Walk);  // no walk: its phase stays ~0
   const uint64_t python_key = unwind::python_chain_key();
   if (python_key == 0) return false;
-  stack.walk = 0;
-  stack.repeats_previous_walk = false;
-  stack.known_id = 0;
-  stack.known_table = nullptr;
-  stack.known_pcs = nullptr;
-  stack.memo_slot = 0;
-  stack.check_memo_id = 0;
+  forget_previous_capture(stack);
   // Under the walk version 0, which no stored walk has: these entries never answer a native stack's capture.
   const bool answered =
       settings().stack_memo && look_up_stack_memo(stack, unwind::WalkIdentity{}, /*skipped=*/0, python_key);

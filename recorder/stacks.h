@@ -41,7 +41,7 @@ struct RawStack {
 void capture_stack(RawStack& stack);
 
 // GMT_BLOCK_STACKS=python (schema/environment.h): the thread's Python frames only, no native walk, answered by the
-// stack memo under the Python chain's key alone. False, and `stack` untouched, where the thread runs no Python:
+// stack memo under the Python chain's key alone. False where the thread runs no Python (or its frames cannot be read):
 // the caller then takes the whole stack (capture_stack).
 bool capture_python_only_stack(RawStack& stack);
 
