@@ -132,14 +132,10 @@ def move_writer_apart():
     so that it no longer shares the app's cores: how much of the step's cost is the writer's competition for them
     rather than the hooks' own work on the app's threads. Returns the cores it was given (empty: not moved)."""
     apart = ALL_CORES - os.sched_getaffinity(0)
-    if not apart:
-        return set()
-    moved = False
-    for tid, (name, _) in thread_cpu_ns().items():
-        if name == "gmt-writer":
-            os.sched_setaffinity(int(tid), apart)
-            moved = True
-    return apart if moved else set()
+    writers = [tid for tid, (name, _) in thread_cpu_ns().items() if name == "gmt-writer"] if apart else []
+    for tid in writers:
+        os.sched_setaffinity(int(tid), apart)
+    return apart if writers else set()
 
 
 def worker(mode, blocks, block_steps, batch):

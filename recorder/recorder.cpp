@@ -263,8 +263,7 @@ GMT_HOT void record_event(EventRecord& event, bool take_stack) {
     // Taken by the runtime hook this event is recorded in (caller_stack.h), only when stacks are taken at all.
     stack = t_caller_stack;
     if (!stack && settings().take_stacks) {
-      const bool python_only = settings().block_python_stacks && settings().unwind != UnwindMode::Check &&
-                               event.memory_kind == schema::MemoryKind::TensorBlock;
+      const bool python_only = settings().block_python_stacks && event.memory_kind == schema::MemoryKind::TensorBlock;
       if (!(python_only && capture_python_only_stack(raw))) capture_stack(raw);
       stack = &raw;
     }

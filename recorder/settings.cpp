@@ -45,7 +45,6 @@ void load_settings_from_environment() {
   }
   if (const char* v = getenv(env::kStackMemo); v && *v == '0') s.stack_memo = false;
   if (const char* v = getenv(env::kStackCut); v && *v == '1') s.stack_cut = true;
-  if (const char* v = getenv(env::kBlockStacks); v && std::strcmp(v, "python") == 0) s.block_python_stacks = true;
   if (const char* v = getenv(env::kSimulated); v && *v == '1') s.simulated = true;
   if (const char* v = getenv(env::kUnwind); v && *v) {
     if (std::strcmp(v, "libunwind") == 0)
@@ -54,6 +53,10 @@ void load_settings_from_environment() {
       s.unwind = UnwindMode::Check;
     else if (std::strcmp(v, "fast") != 0)
       std::fprintf(stderr, "gpumemtrace: %s=%s is not fast, libunwind or check: using fast\n", env::kUnwind, v);
+  }
+  // Not under the check mode, which compares whole stacks: decided here, once, rather than on each event.
+  if (const char* v = getenv(env::kBlockStacks); v && std::strcmp(v, "python") == 0) {
+    s.block_python_stacks = s.unwind != UnwindMode::Check;
   }
   if (const char* v = getenv(env::kEventClock); v && *v) {
     if (std::strcmp(v, "monotonic") == 0)

@@ -26,7 +26,8 @@ struct Settings {
   UnwindMode unwind = UnwindMode::Fast;
   bool stack_memo = true;  // GMT_STACK_MEMO=0 turns the stack memo off (recorder/stacks.h), for comparisons
   bool stack_cut = false;  // GMT_STACK_CUT=1: memo answers rest on the walk's check up to the eval loop (stacks.cpp)
-  bool block_python_stacks = false;  // GMT_BLOCK_STACKS=python: blocks in Python threads take Python frames only
+  // GMT_BLOCK_STACKS=python, not with GMT_UNWIND=check: blocks in Python threads take their Python frames only.
+  bool block_python_stacks = false;
   bool tsc_event_clock = true;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;
