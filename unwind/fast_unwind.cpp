@@ -97,7 +97,7 @@ constexpr int kMemoFrames = 80;
 // the recorder keeps beside it: recorder/stacks.cpp).
 constexpr int kMaxReplayReads = 3 * kMemoFrames;             // reads while walking
 constexpr int kMaxKeptReads = 160;                           // reads a stored walk's answer depends on
-constexpr int kWalkSets = 1 << kWalkSetBits, kWalkWays = 4;  // kStoredWalks walks per thread, ~1.3 KB each
+constexpr int kWalkSets = 1 << kWalkSetBits, kWalkWays = 4;  // kStoredWalks walks per thread, 1 KiB each
 static_assert(kWalkSets * kWalkWays == kStoredWalks);
 
 struct alignas(64) StoredWalk {
@@ -106,14 +106,17 @@ struct alignas(64) StoredWalk {
   bool uses_entry_bp;  // some frame's rule read rbp before any frame reloaded it
   int max_frames, frames, reads;
   int cut_frames;  // the frames up to and with the first one inside the cut; 0: the walk did not cross it
-  int cut_reads;   // the kept reads those frames depend on: the first cut_reads of read_offset
+  int cut_reads;   // the kept reads those frames depend on: the first cut_reads of read_word
   uintptr_t entry_sp, entry_bp;
   uint64_t value_hash;                  // words_hash of the words read, as they were
   uint64_t cut_hash;                    // words_hash of the first cut_reads of them
-  uint32_t read_offset[kMaxKeptReads];  // each word's address minus entry_sp
+  // Each word's address minus entry_sp, in words: two bytes, so that a check's offsets take 5 cache lines, not 10
+  // (the check runs between the app's own work, which evicts them; a walk whose words lie further is not kept).
+  uint16_t read_word[kMaxKeptReads];
   void* result[kMemoFrames];            // read only when the caller wants the frames
 };
-static_assert(offsetof(StoredWalk, read_offset) == 64, "what every check reads is its first line");
+static_assert(offsetof(StoredWalk, read_word) == 64, "what every check reads is its first line");
+static_assert(sizeof(StoredWalk) == 1024, "16 cache lines: the offsets take 5, the frames 10");
 
 // The hash of `count` stack words, word i read by `word(i)`: four lanes of xor-and-multiply chains (the loads and
 // the lanes are independent of each other), each step a bijection of the lane's state, combined at the end.
@@ -218,10 +221,10 @@ __attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWal
   if (stored.version == 0 || stored.entry_sp != sp || stored.max_frames != max_frames) return false;
   if (stored.uses_entry_bp && stored.entry_bp != bp) return false;
   ++t_word_checks;
-  const uint32_t* offsets = stored.read_offset;
+  const uint16_t* words = stored.read_word;
   const uint64_t now = words_hash(
-      to_the_cut ? stored.cut_reads : stored.reads, [ sp, offsets ](int i) __attribute__((no_sanitize("address"))) {
-        return *reinterpret_cast<const uintptr_t*>(sp + offsets[i]);
+      to_the_cut ? stored.cut_reads : stored.reads, [ sp, words ](int i) __attribute__((no_sanitize("address"))) {
+        return *reinterpret_cast<const uintptr_t*>(sp + uintptr_t{words[i]} * sizeof(uintptr_t));
       });
   return now == (to_the_cut ? stored.cut_hash : stored.value_hash);
 }
@@ -257,11 +260,13 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
     if (i == cut.reads) kept_to_the_cut = kept;  // the reads before the cut's: those of the frames up to it
     if (!scratch.read_needed[i]) continue;
     const uintptr_t offset = reinterpret_cast<uintptr_t>(scratch.read_at[i]) - scratch.entry_sp;
-    if (offset > UINT32_MAX) {  // a stack of over 4 GiB in use: not kept
+    // Stack words are 8-byte aligned on x86-64; a word further than 512 KiB from the walk's start (a frame with a
+    // large array on the stack) or one not aligned is not expressible: the walk is not kept.
+    if (offset % sizeof(uintptr_t) != 0 || offset / sizeof(uintptr_t) > UINT16_MAX) {
       stored.version = 0;
       return;
     }
-    stored.read_offset[kept] = static_cast<uint32_t>(offset);
+    stored.read_word[kept] = static_cast<uint16_t>(offset / sizeof(uintptr_t));
     kept_values[kept++] = scratch.read_value[i];
   }
   stored.reads = kept;

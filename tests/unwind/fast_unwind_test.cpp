@@ -451,6 +451,55 @@ TEST(FastUnwindTest, ManyStacksWalkedInTurnAreEachAnsweredFromTheStore) {
   }
 }
 
+// A stored walk names each word it depends on by its distance from the walk's start in two bytes (512 KiB): a
+// stack with a frame larger than that in the middle is walked afresh each time, never kept, and stays exact.
+// Not instrumented by ASan, which could move the array to a heap-allocated fake frame.
+__attribute__((noinline, no_sanitize("address"))) Comparison beneath_a_large_frame(
+    gmt::unwind::WalkIdentity* identity) {
+  volatile char large[600 * 1024];
+  large[0] = 1;
+  large[sizeof large - 1] = 2;
+  Comparison c = nested_a(2, identity);
+  asm volatile("" ::: "memory");
+  return c;
+}
+
+TEST(FastUnwindTest, AStackWithAFrameBeyondTheStoresReachIsWalkedAfreshAndStaysExact) {
+  std::vector<Comparison> seen;
+  std::vector<gmt::unwind::WalkIdentity> identities;
+  uint64_t replays = 0;
+  auto body = [&] {
+    const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
+    for (int i = 0; i < 3; ++i) {
+      asm volatile("" : "+r"(i));
+      gmt::unwind::WalkIdentity identity;
+      seen.push_back(beneath_a_large_frame(&identity));
+      identities.push_back(identity);
+    }
+    replays = gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before;
+  };
+  // On a thread of its own with a stack known to hold the frame (4 MiB).
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 4 << 20), 0);
+  pthread_t thread;
+  auto trampoline = [](void* f) -> void* {
+    (*static_cast<decltype(body)*>(f))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, trampoline, &body), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  ASSERT_EQ(seen.size(), 3u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    ASSERT_FALSE(seen[i].fast_refused) << "walk " << i;
+    ASSERT_GE(seen[i].slow.size(), 5u) << "walk " << i;
+    EXPECT_EQ(seen[i].fast, seen[i].slow) << "walk " << i;
+    EXPECT_EQ(identities[i].slot, 0u) << "walk " << i << " was kept though a word lies beyond 512 KiB";
+  }
+  EXPECT_EQ(replays, 0u);
+}
+
 // A signal frame (__restore_rt) is beyond the walker: it must give up, never return a wrong stack.
 std::vector<Comparison>* g_in_handler = nullptr;
 void on_signal(int) { g_in_handler->push_back(walk_both()); }
