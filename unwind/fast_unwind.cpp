@@ -108,12 +108,12 @@ struct alignas(64) StoredWalk {
   int cut_frames;  // the frames up to and with the first one inside the cut; 0: the walk did not cross it
   int cut_reads;   // the kept reads those frames depend on: the first cut_reads of read_word
   uintptr_t entry_sp, entry_bp;
-  uint64_t value_hash;                  // words_hash of the words read, as they were
-  uint64_t cut_hash;                    // words_hash of the first cut_reads of them
+  uint64_t value_hash;  // words_hash of the words read, as they were
+  uint64_t cut_hash;    // words_hash of the first cut_reads of them
   // Each word's address minus entry_sp, in words: two bytes, so that a check's offsets take 5 cache lines, not 10
   // (the check runs between the app's own work, which evicts them; a walk whose words lie further is not kept).
   uint16_t read_word[kMaxKeptReads];
-  void* result[kMemoFrames];            // read only when the caller wants the frames
+  void* result[kMemoFrames];  // read only when the caller wants the frames
 };
 static_assert(offsetof(StoredWalk, read_word) == 64, "what every check reads is its first line");
 static_assert(sizeof(StoredWalk) == 1024, "16 cache lines: the offsets take 5, the frames 10");
