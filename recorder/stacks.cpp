@@ -192,8 +192,8 @@ namespace {
 // check and the signature are (see both); GMT_UNWIND=check takes every memo answer in full too and counts the
 // differences (meta stack_memo_mismatches).
 //
-// With GMT_STACK_CUT=1 (off by default: not shown to pay; its H100 figures came from the self-cost sample that
-// overstated every phase until 3437670, docs/benchmarks.md), in a Python thread the walk is checked only up to its
+// With GMT_STACK_CUT=1 (off by default: on an H100 its walk phase took longer than without it, also once the
+// self-cost sample was corrected, docs/benchmarks.md 2026-12-07), in a Python thread the walk is checked only up to its
 // first frame in CPython's eval loop (unwind::StoredAnswer::kToTheCut): the native frames beyond it are taken to be
 // the same whenever the Python frame chain is, which the memo's key already says. That is the one assumption the memo
 // adds to the walk's own check: a native caller that reaches the same Python frames (same frame addresses, code and
