@@ -107,20 +107,28 @@ def run_config(command):
     return json.loads(last)
 
 
-def events_per_train_step(trace, timed_steps, range_name="train step"):
+TENSOR_BLOCK = 6  # memory_kinds.id of a framework's tensor block (schema/trace_schema.h, MemoryKind::TensorBlock)
+
+
+def events_per_train_step(trace, timed_steps, range_name="train step", tensor_blocks_only=False):
     """Events the profiler recorded inside the last `timed_steps` "train step" ranges (the timed ones; or those named
     `range_name`: "inference"), per step, and NVTX range rows per step: the profiler's whole work during a
-    steady-state step."""
+    steady-state step. `tensor_blocks_only`: the tensor block events per step, in the last `timed_steps` ranges that
+    hold any: where only the tensor blocks are switched off and on, the ranges are recorded in both arms, and a
+    range of an off block holds none."""
     db = sqlite3.connect(trace)
     try:
         spans = db.execute(
             "SELECT r.start_ns, r.end_ns FROM ranges r JOIN strings s ON s.id = r.name_id "
-            "WHERE s.text = ? AND r.end_ns IS NOT NULL ORDER BY r.start_ns", (range_name,)).fetchall()[-timed_steps:]
-        if not spans:
-            return None
-        events = sum(db.execute("SELECT count(*) FROM events WHERE time_ns BETWEEN ? AND ?", span).fetchone()[0]
-                     for span in spans)
-        return events / len(spans)
+            "WHERE s.text = ? AND r.end_ns IS NOT NULL ORDER BY r.start_ns", (range_name,)).fetchall()
+        if tensor_blocks_only:
+            counts = [db.execute("SELECT count(*) FROM events WHERE memory_kind = ? AND time_ns BETWEEN ? AND ?",
+                                 (TENSOR_BLOCK, *span)).fetchone()[0] for span in spans]
+            counts = [count for count in counts if count > 0][-timed_steps:]
+        else:
+            counts = [db.execute("SELECT count(*) FROM events WHERE time_ns BETWEEN ? AND ?", span).fetchone()[0]
+                      for span in spans[-timed_steps:]]
+        return sum(counts) / len(counts) if counts else None
     finally:
         db.close()
 

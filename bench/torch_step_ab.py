@@ -28,6 +28,11 @@ Besides the step, the host's part of it (from the step's start until the host ha
 the GPU), median per arm: the step waits on the host when that part outgrows the GPU's time, and then every
 microsecond of hook work shows in the step; while it stays below, the GPU hides it.
 
+Events per step (the `events/step` column, and the "stated / measured" lines under a configuration): the events
+recorded inside a timed on-block step's NVTX range; for the `blocks*` configurations the tensor block events alone
+(their on blocks are the steps whose ranges hold any), so that their line is issue 33's per block event figure:
+(host on - host off) / block events per step, against what the trace states of its own time per tensor event.
+
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
       configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, hooks-nowatch,
@@ -309,13 +314,18 @@ def main():
             trace = os.path.join(tmp, f"{key}.db")
             measured = run_config(command(trace))
             per_step, events_per_step, infer_events_per_step = "-", None, None
-            if os.path.exists(trace) and not key.startswith(("blocks", "top")):  # those make no pauses
+            timed_on_steps = blocks // 2 * (block_steps + 1)
+            if os.path.exists(trace) and not key.startswith(("blocks", "top")):
                 check_pauses(trace, blocks)
                 # Ranges are recorded only in "on" blocks: events inside them are the profiler's work per step.
-                timed_on_steps = blocks // 2 * (block_steps + 1)
                 events_per_step = events_per_train_step(trace, timed_on_steps)
                 infer_events_per_step = events_per_train_step(trace, timed_on_steps, "inference")
-                per_step = f"{events_per_step:.2f}" if events_per_step is not None else "-"
+            elif os.path.exists(trace) and key.startswith("blocks"):
+                # Only the tensor blocks are switched (no pauses): the on blocks' ranges are those holding blocks.
+                events_per_step = events_per_train_step(trace, timed_on_steps, tensor_blocks_only=True)
+                infer_events_per_step = events_per_train_step(trace, timed_on_steps, "inference",
+                                                              tensor_blocks_only=True)
+            per_step = f"{events_per_step:.2f}" if events_per_step is not None else "-"
             train, infer = measured["train"], measured["infer"]
             print(f"{label:20} {train['off_ms']:13.3f} ms {train['median']:+17.3f}% "
                   f"{train['mean']:+10.3f}+-{train['ci95']:.3f}% {infer['off_ms']:13.3f} ms "
