@@ -241,11 +241,14 @@ uint64_t chain_key(const Interpreter& py) {
     }
     // One multiply per frame: the chain of them is this loop's latency, beside the loads of the frame chain.
     uint64_t value = frame + rotate(code, 21) + rotate(position ^ (flags << 48), 42);
-    if (is_code(py, code)) {
-      if (code_epoch == 0) {
-        value ^= read_at<uintptr_t>(code, l.code_filename) ^ rotate(read_at<uintptr_t>(code, l.code_name), 13) ^
-                 rotate(read_at<uintptr_t>(code, l.code_linetable), 29);
-      }
+    if (code_epoch != 0) {
+      // Watched: the code object is named by its address under the count, and not read at all (in a deep chain
+      // the outer frames' code objects are cache lines the app has not touched since it called down from them).
+      // Nor is it checked to be code: a frame read_chain would stop at (its executable not a code object, none on
+      // 3.12 and 3.13) is keyed with the frames beyond it, a longer key for the same stack, never another stack's.
+    } else if (is_code(py, code)) {
+      value ^= read_at<uintptr_t>(code, l.code_filename) ^ rotate(read_at<uintptr_t>(code, l.code_name), 13) ^
+               rotate(read_at<uintptr_t>(code, l.code_linetable), 29);
     } else if (frame_objects || static_cast<char>(flags) != kFrameOwnedByCStack) {
       break;  // where read_chain stops too: what follows is not read as frames
     }
