@@ -1,6 +1,7 @@
 #include "recorder/event_buffers.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace gmt::recorder {
 
@@ -31,7 +32,12 @@ ThreadBuffer* EventBuffers::register_thread_locked() {
     b = reusable_.back();
     reusable_.pop_back();
     // Its chunk is empty (it was drained before reuse); its count of events produced goes on.
-    *b = ThreadBuffer{b->filling, 0, 0, b->produced, b->produced_is_shared, {}, false, 0};
+    ThreadBuffer fresh;
+    fresh.filling = b->filling;
+    fresh.produced = b->produced;
+    fresh.produced_count = b->produced_count;
+    fresh.produced_is_shared = b->produced_is_shared;
+    *b = std::move(fresh);
   } else {
     b = new ThreadBuffer;
     b->filling = take_spare_locked();
@@ -40,6 +46,7 @@ ThreadBuffer* EventBuffers::register_thread_locked() {
     b->produced_is_shared = slot >= schema::kEventCounterSlots;
     b->produced = b->produced_is_shared ? &counters.produced_shared : &counters.produced[slot].value;
     if (!b->produced_is_shared) counters.slots_taken.store(slot + 1, std::memory_order_relaxed);
+    b->produced_count = b->produced->load(std::memory_order_relaxed);
   }
   in_use_.push_back(b);
   return b;
@@ -56,6 +63,7 @@ uint32_t EventBuffers::discard_locked(ThreadBuffer& buffer) {
   const uint32_t taken = buffer.full.empty() ? std::min(buffer.taken, published) : 0;
   counters_locked().discarded.fetch_add(published - taken, std::memory_order_relaxed);
   buffer.filling->published.store(0, std::memory_order_relaxed);
+  buffer.filling_published = 0;
   // The chunk starts over: what the consumer took of it is no offset into its new events.
   if (buffer.full.empty()) buffer.taken = 0;
   return published - taken;
@@ -65,6 +73,7 @@ void EventBuffers::hand_over_locked(ThreadBuffer& buffer) {
   buffer.full.push_back(buffer.filling);
   ++full_chunks_;
   buffer.filling = take_spare_locked();
+  buffer.filling_published = 0;
 }
 
 bool EventBuffers::append_late_locked(const EventRecord& event) {

@@ -53,6 +53,12 @@ struct Chunk {
 struct alignas(64) ThreadBuffer {
   // The filling thread writes `filling`'s slots without a lock and replaces `filling` under the lock.
   Chunk* filling = nullptr;
+  // The filling thread's copy of filling->published (reset with it under the lock), and of its own count of events
+  // produced (*produced while that is its own slot): append then loads only this line, and the chunk's header and
+  // the counter's slot, which other threads and processes read, are only stored to. With the app's own work between
+  // two events, each load of theirs was a cache miss.
+  uint32_t filling_published = 0;
+  uint64_t produced_count = 0;
   uint64_t last_time_ns = 0;  // the filling thread's own: times never go backwards within one thread
   // The filling thread's own: bit d, this thread has seen device d's description claimed (Recorder::
   // devices_claimed), so that an event reads this line and not the recorder's.
@@ -88,16 +94,17 @@ class EventBuffers {
   // is now full: then call hand_over_locked before appending again.
   static EventRecord* append(ThreadBuffer& buffer, const EventRecord& event) {
     Chunk* c = buffer.filling;
-    const uint32_t n = c->published.load(std::memory_order_relaxed);
+    const uint32_t n = buffer.filling_published;
     c->events[n] = event;
     // Counted before it is published (the release store below orders the two): the writer can commit only
     // events already counted, so produced never trails committed, even in a file read after a SIGKILL.
     if (__builtin_expect(!buffer.produced_is_shared, 1)) {
-      buffer.produced->store(buffer.produced->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      buffer.produced->store(++buffer.produced_count, std::memory_order_relaxed);
     } else {
       buffer.produced->fetch_add(1, std::memory_order_relaxed);
     }
     c->published.store(n + 1, std::memory_order_release);
+    buffer.filling_published = n + 1;
     return n + 1 < kChunkEvents ? &c->events[n + 1] : nullptr;
   }
   // Queues the thread's full chunk for the consumer and gives the thread a fresh one.

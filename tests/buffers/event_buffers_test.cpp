@@ -223,6 +223,30 @@ TEST(EventBuffers, CountsEventsProducedCommittedAndDiscarded) {
   append(buffers, *c, 30, 0xc0);
   EXPECT_EQ(counters.produced[1].value.load(), 3u);
   EXPECT_EQ(counters.slots_taken.load(), 2u);
+
+  // After the discard a's chunk starts over at its first slot (append keeps its own copy of the chunk's count,
+  // reset with it), and a's slot counts on from where it was.
+  append(buffers, *a, 40, 0xaa);
+  EXPECT_EQ(counters.produced[0].value.load(), 5u);
+  Taken after;
+  EXPECT_EQ(take(buffers, 100, 4096, after), 2u);
+  EXPECT_EQ(addresses(after), (std::vector<uint64_t>{0xc0, 0xaa}));
+  ASSERT_EQ(a->filling->published.load(), 1u);
+  EXPECT_EQ(a->filling->events[0].call.address, 0xaau);
+}
+
+// A chunk filled to its end is handed over and the next event goes into the first slot of a fresh one, however
+// many chunks a thread fills.
+TEST(EventBuffers, EachChunkIsFilledFromItsFirstSlot) {
+  EventBuffers buffers;
+  ThreadBuffer* a = buffers.register_thread_locked();
+  for (uint64_t i = 0; i < 2 * kChunkEvents + 5; ++i) append(buffers, *a, 10 + i, i);
+  EXPECT_EQ(buffers.full_chunks_locked(), 2u);
+  ASSERT_EQ(a->filling->published.load(), 5u);
+  EXPECT_EQ(a->filling->events[0].call.address, 2 * kChunkEvents);
+  Taken taken;
+  EXPECT_EQ(take(buffers, 1u << 30, 4 * kChunkEvents, taken), 2 * kChunkEvents + 5);
+  for (uint64_t i = 0; i < taken.events.size(); ++i) ASSERT_EQ(taken.events[i].call.address, i);
 }
 
 }  // namespace
