@@ -10,7 +10,7 @@ from the caches. No PyTorch and no GPU needed: any CPython, e.g. a 3.12 one to t
 
 Each build runs ROUNDS times, interleaved with the others; the build given first also runs a second time as an A/A
 control column. Printed per column: the medians over the rounds of the recorder's own ns per block event (meta
-self_cost_block_ns_per_event) and of its walk and Python key phases (meta self_cost_block_phase_ns), min-max beside.
+self_cost_block_ns_per_event) and of each of its phases (meta self_cost_block_phase_ns), min-max beside.
 
 Usage: bench/python_chain_key.py BUILD_DIR [--baseline OTHER_BUILD_DIR] [--python PY] [--depth 30] [--events 20000]
                                  [--evict BYTES] [--rounds 5] [--smoke]
@@ -25,6 +25,8 @@ import sys
 import tempfile
 
 import benchlib
+
+PHASES = ("walk", "python_key", "python_merge", "stack_id", "append")  # meta self_cost_block_phase_ns's parts
 
 
 def worker(depth, events, evict):
@@ -68,8 +70,8 @@ def measure(build, python, depth, events, evict, trace):
     if "self_cost_block_phase_ns" not in meta:
         sys.exit(f"{build}: the trace states no phases of its own time (meta self_cost_block_phase_ns)")
     phases = dict(part.split("=") for part in meta["self_cost_block_phase_ns"].split(","))
-    return {"total": float(meta["self_cost_block_ns_per_event"]), "walk": float(phases["walk"]),
-            "python_key": float(phases["python_key"]), "watcher": "python_code_watcher" in meta}
+    return {"total": float(meta["self_cost_block_ns_per_event"]), "watcher": "python_code_watcher" in meta,
+            **{part: float(phases[part]) for part in PHASES}}
 
 
 def main():
@@ -108,7 +110,7 @@ def main():
           f"functions ({args.python}), {args.evict} bytes overwritten between events, {args.rounds} rounds "
           f"interleaved; the recorder's own ns per block event as the trace states it, median (min-max)")
     rows = []
-    for part in ("total", "walk", "python_key"):
+    for part in ("total", *PHASES):
         rows.append([part] + [benchlib.spread([s[part] for s in samples[name]], "{:.0f}") + " ns"
                               for name, _ in columns])
     rows.append(["code watcher"] + ["on" if watcher[name] else "off" for name, _ in columns])
