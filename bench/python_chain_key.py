@@ -57,8 +57,7 @@ def worker(depth, events, evict):
 
 def measure(build, python, depth, events, evict, trace):
     command = [benchlib.paths(build)["cli"], "run", "-q", "--simulate", "--no-symbolize", "-o", trace, "--",
-               python, os.path.abspath(__file__), "--worker", "--depth", str(depth), "--events", str(events),
-               "--evict", str(evict)]
+               python, os.path.abspath(__file__), "--worker", str(depth), str(events), str(evict)]
     subprocess.run(command, check=True, capture_output=True, text=True, env=dict(os.environ, GMT_SIM_QUIET="1"))
     with sqlite3.connect(trace) as db:
         meta = dict(db.execute("SELECT key, value FROM meta"))
@@ -75,14 +74,8 @@ def measure(build, python, depth, events, evict, trace):
 
 
 def main():
-    if "--worker" in sys.argv:
-        parser = argparse.ArgumentParser()
-        parser.add_argument("--worker", action="store_true")
-        parser.add_argument("--depth", type=int)
-        parser.add_argument("--events", type=int)
-        parser.add_argument("--evict", type=int)
-        args = parser.parse_args()
-        worker(args.depth, args.events, args.evict)
+    if sys.argv[1:2] == ["--worker"]:  # --worker DEPTH EVENTS EVICT, as measure() starts it
+        worker(*(int(arg) for arg in sys.argv[2:5]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build")

@@ -262,10 +262,13 @@ GMT_HOT void record_event(EventRecord& event, bool take_stack) {
   if (take_stack) {  // the costly part
     // Taken by the runtime hook this event is recorded in (caller_stack.h), only when stacks are taken at all.
     stack = t_caller_stack;
-    if (!stack && settings().take_stacks) {
-      const bool python_only = settings().block_python_stacks && event.memory_kind == schema::MemoryKind::TensorBlock;
-      if (!(python_only && capture_python_only_stack(raw))) capture_stack(raw);
-      stack = &raw;
+    if (!stack) {
+      const Settings& s = settings();  // read once: an out-of-line call
+      if (s.take_stacks) {
+        const bool python_only = s.block_python_stacks && event.memory_kind == schema::MemoryKind::TensorBlock;
+        if (!(python_only && capture_python_only_stack(raw))) capture_stack(raw);
+        stack = &raw;
+      }
     }
   }
 
