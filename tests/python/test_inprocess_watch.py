@@ -1,7 +1,9 @@
 """gpumemtrace_inprocess.watch: callbacks after the app imports a module, without importing it ourselves."""
 import importlib
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.environ.get("GMT_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..")),
@@ -10,9 +12,19 @@ from gpumemtrace_inprocess import watch  # noqa: E402
 
 
 class WatchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # The test's modules live in a folder of their own, removed after (every CI run left one in /tmp before).
+        cls.folder = tempfile.mkdtemp(prefix="gmt-watch-")
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.folder in sys.path:
+            sys.path.remove(cls.folder)
+        shutil.rmtree(cls.folder, ignore_errors=True)
+
     def make_module(self, name, body="VALUE = 42\n"):
-        folder = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gmt-watch-{os.getpid()}")
-        os.makedirs(folder, exist_ok=True)
+        folder = self.folder
         with open(os.path.join(folder, name + ".py"), "w") as f:
             f.write(body)
         if folder not in sys.path:
