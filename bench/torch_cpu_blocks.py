@@ -23,6 +23,7 @@ self_cost_block_ns_per_event and its phases) and how many stored walks answered 
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -204,6 +205,14 @@ def main():
     gpumemtrace = os.path.join(args.build, "bin", "gpumemtrace")
     folder = args.keep or tempfile.mkdtemp(prefix="gmt-cpu-blocks-")
     os.makedirs(folder, exist_ok=True)
+    try:
+        run_configs(args, gpumemtrace, folder)
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_configs(args, gpumemtrace, folder):
     print(f"block events in PyTorch's CPU stacks, {args.blocks} ABBA blocks of {args.block_steps} steps")
     for config in args.configs.split(","):
         if config not in CONFIGS:
