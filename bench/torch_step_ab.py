@@ -33,10 +33,15 @@ recorded inside a timed on-block step's NVTX range; for the `blocks*` configurat
 (their on blocks are the steps whose ranges hold any), so that their line is issue 33's per block event figure:
 (host on - host off) / block events per step, against what the trace states of its own time per tensor event.
 
+CUDA calls per step (issue 33 part 4): the control process counts its step's kernel launches and CUDA API calls
+with PyTorch's profiler after its timed blocks; each cupti configuration's line divides its added host time by them,
+against bench/launch_cost.py's per-launch figure (CUPTI's dispatch on every driver call once one driver-API
+callback is enabled).
+
 Usage:
   bench/torch_step_ab.py BUILD_DIR [--blocks N=40] [--block-steps K=10] [--batch B=64] [--configs a,b,...]
-      configs: control, hooks, blocks, cuda, cupti, recorder, hooks-cut, blocks-cut, hooks-nowatch,
-               hooks-writer-apart, hooks-python, blocks-python, top, top-aggregate
+      configs: control, hooks, blocks, cuda, cupti, cupti-cuda, recorder, hooks-cut, blocks-cut,
+               hooks-nowatch, hooks-writer-apart, hooks-python, blocks-python, top, top-aggregate
                (default: all)
   bench/torch_step_ab.py --worker MODE [--blocks N] [--block-steps K] [--batch B]   one process: one JSON line
 """
@@ -189,7 +194,33 @@ def worker(mode, blocks, block_steps, batch):
         steps_per_arm = block_steps * (blocks // 2)
         for arm, cpu in (("on", cpu_on), ("off", cpu_off)):
             result[name][f"cpu_{arm}_ms"] = {group: ns / 1e6 / steps_per_arm for group, ns in sorted(cpu.items())}
+        if mode == "control":  # after the timed blocks: the profiler's own start is not in them
+            result[name].update(cuda_calls_per_step(step))
     print(json.dumps(result), flush=True)
+
+
+def cuda_calls_per_step(step, steps=4):
+    """The step's kernel launches and CUDA API calls (runtime and driver), counted by PyTorch's profiler (Kineto,
+    through CUPTI) in the raw control process: what the cupti backend's dispatch is paid on. Once any driver-API
+    callback is enabled, CUPTI adds its dispatch to every driver call, ours or not (bench/launch_cost.py). {} when
+    the profiler cannot count (no CUPTI, or its start fails)."""
+    import re
+
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+            for _ in range(steps):
+                step()
+        api_calls = launches = 0
+        for event in profiler.key_averages():
+            if re.match(r"cu(da)?[A-Z]", event.key):  # cudaLaunchKernel, cudaMemcpyAsync, cuLaunchKernel, ...
+                api_calls += event.count
+                launches += event.count if "Launch" in event.key else 0
+        return {"launches_per_step": launches / steps, "cuda_calls_per_step": api_calls / steps}
+    except Exception as error:  # a count is a side figure: the step's measurement stands without it
+        print(f"cannot count the step's CUDA calls: {error!r}", file=sys.stderr)
+        return {}
 
 
 def recording_on_in(block):
@@ -247,6 +278,17 @@ def stated_against_measured(trace, phase, measured_phase, events_per_step):
     return f"{head}; the trace states {stated:.0f} ns per tensor event: stated / measured {ratio}"
 
 
+def per_cuda_call(phase, counted, measured_phase):
+    """The step's added host time per kernel launch and per CUDA call (counted in the control process): the
+    cupti backend's cost against bench/launch_cost.py's per-launch figure."""
+    added_ns = (measured_phase["host_on_ms"] - measured_phase["host_off_ms"]) * 1e6
+    launches, calls = counted["launches_per_step"], counted["cuda_calls_per_step"]
+    per_launch = f"{added_ns / launches:+.0f}" if launches else "-"
+    per_call = f"{added_ns / calls:+.0f}" if calls else "-"
+    return (f"{phase}: {launches:.0f} kernel launches and {calls:.0f} CUDA API calls per step (counted in the "
+            f"control); host {added_ns / 1e3:+.1f} us per step: {per_launch} ns per launch, {per_call} ns per call")
+
+
 def option(args, name, default):
     return int(args[args.index(name) + 1]) if name in args else default
 
@@ -268,13 +310,19 @@ def main():
     def hooks_run(trace, mode, *options):
         return [cli, "run", "-q", "--no-symbolize", "--backend", "hooks", *options, "-o", trace, "--", *me, mode]
 
+    def cupti_run(trace, *options):
+        return [cli, "run", "-q", "--no-symbolize", "--backend", "cupti", *options, "-o", trace, "--", *me,
+                "gpumemtrace"]
+
     def top_run(trace, *options):  # the profiler recording throughout; `top` beside it switched (top_switch)
         return ["env", f"GMT_TOP_CLI={cli}", *hooks_run(trace, "top", *options)]
 
     configs = {
         "control": ("A/A control (raw)", lambda trace: [*me, "control"]),
-        "cupti": ("gpumemtrace cupti", lambda trace: [cli, "run", "-q", "--no-symbolize", "--backend", "cupti",
-                                                      "-o", trace, "--", *me, "gpumemtrace"]),
+        "cupti": ("gpumemtrace cupti", lambda trace: cupti_run(trace)),
+        # The cupti backend without PyTorch's tensor blocks: CUPTI's dispatch on the step's driver calls, and the
+        # few CUDA-level events (issue 33 part 4).
+        "cupti-cuda": ("cupti, CUDA level", lambda trace: cupti_run(trace, "--no-torch-blocks")),
         "hooks": ("gpumemtrace hooks", lambda trace: hooks_run(trace, "gpumemtrace")),
         "blocks": ("tensor blocks alone", lambda trace: hooks_run(trace, "blocks")),
         "cuda": ("CUDA level alone", lambda trace: hooks_run(trace, "gpumemtrace", "--no-torch-blocks")),
@@ -309,10 +357,14 @@ def main():
     print(f"{'configuration':20} {'train step (off)':>16} {'train cost median':>18} {'mean +- 95%':>18} "
           f"{'inference (off)':>16} {'inference median':>17} {'mean +- 95%':>18} {'events/step':>12} "
           f"{'train host off/on':>18} {'infer host off/on':>18}")
+    calls_counted = {}  # by phase: the control's count of the step's CUDA calls (cuda_calls_per_step)
     with tempfile.TemporaryDirectory() as tmp:
         for key, (label, command) in configs.items():
             trace = os.path.join(tmp, f"{key}.db")
             measured = run_config(command(trace))
+            if key == "control":
+                calls_counted = {phase: measured[phase] for phase in ("train", "infer")
+                                 if "launches_per_step" in measured[phase]}
             per_step, events_per_step, infer_events_per_step = "-", None, None
             timed_on_steps = blocks // 2 * (block_steps + 1)
             if os.path.exists(trace) and not key.startswith(("blocks", "top")):
@@ -341,6 +393,9 @@ def main():
                                                  ("inference", infer, infer_events_per_step)):
                 if count:
                     print(f"{'':20} {stated_against_measured(trace, phase, measured_phase, count)}", flush=True)
+            for phase in calls_counted:
+                if key == "control" or key.startswith("cupti"):
+                    print(f"{'':20} {per_cuda_call(phase, calls_counted[phase], measured[phase])}", flush=True)
 
 
 if __name__ == "__main__":
