@@ -183,8 +183,9 @@ void flush_failure_now(Recorder& r);
 // stack follow that stack's choice, and their time includes its capture.
 //
 // Timed or not, an event's stack passes through the same return addresses in our code: record() calls
-// record_event, and capture_caller_stack calls capture_stack, from one place each, with no branch on the sample
-// before it (the timing starts in a function of its own). Then a timed event's walk is the stored walk every other
+// record_event, and capture_caller_stack calls capture_stack, from one place each (the timing starts in a function
+// of its own, called on a branch that joins before that call; the test ATimedCaptureIsAnsweredByTheSameStoredWalk
+// fails if a compiler copies the call into both branches). Then a timed event's walk is the stored walk every other
 // event from that place is answered by (unwind/fast_unwind.h), and its stack the same memo entry. Until 2026-12-07
 // the timed events had calls of their own (GCC 12 had also copied a call into both branches of a test on the
 // sample): their stacks were walks apart, answered by a fresh walk 20% of the time against 1.7% for all events in
@@ -197,10 +198,17 @@ thread_local uint64_t t_record_start __attribute__((tls_model("initial-exec"))) 
 thread_local bool t_record_under_caller_stack __attribute__((tls_model("initial-exec"))) = false;
 thread_local uint64_t t_caller_capture_start __attribute__((tls_model("initial-exec"))) = 0;
 
-GMT_HOT __attribute__((noinline)) void start_record_timing(bool take_stack) {
-  if (t_record_start != 0) return;  // a record() inside a timed one: not timed itself
+// Whether this record() is one to time (inline: every event asks; the countdown is self_cost.h's). An event under
+// the hook's caller stack follows that stack's choice and leaves the countdown to it.
+inline bool record_is_timed(bool take_stack) {
+  if (t_record_start != 0) return false;  // a record() inside a timed one: not timed itself
+  if (take_stack && t_caller_stack != nullptr) return t_caller_capture_ns != 0;
+  return self_cost_sample_this_event();
+}
+
+// A timed record() begins (record_is_timed said so).
+GMT_COLD void start_record_timing(bool take_stack) {
   const bool under_caller_stack = take_stack && t_caller_stack != nullptr;
-  if (!(under_caller_stack ? t_caller_capture_ns != 0 : self_cost_sample_this_event())) return;
   const uint64_t start = event_time_ns();
   t_record_start = start;
   t_record_under_caller_stack = under_caller_stack;
@@ -222,20 +230,18 @@ __attribute__((noinline)) void finish_record_timing(const EventRecord& event, bo
   if (!under_caller_stack && block && take_stack) add_self_cost_phases(t_cost_phase_ns);
 }
 
-GMT_HOT __attribute__((noinline)) void start_capture_timing() {
-  if (__builtin_expect(self_cost_sample_this_event(), 0)) t_caller_capture_start = event_time_ns();
-}
+GMT_COLD void start_capture_timing() { t_caller_capture_start = event_time_ns(); }
 
 }  // namespace
 
 GMT_HOT void record(EventRecord& event, bool take_stack) {
-  start_record_timing(take_stack);
+  if (__builtin_expect(record_is_timed(take_stack), 0)) start_record_timing(take_stack);
   record_event(event, take_stack);
   if (__builtin_expect(t_record_start != 0, 0)) finish_record_timing(event, take_stack);
 }
 
 GMT_HOT __attribute__((noinline)) void capture_caller_stack(RawStack& stack) {
-  start_capture_timing();
+  if (__builtin_expect(self_cost_sample_this_event(), 0)) start_capture_timing();
   capture_stack(stack);
   if (__builtin_expect(t_caller_capture_start != 0, 0)) {
     t_caller_capture_ns = event_time_ns() - t_caller_capture_start + 1;
@@ -257,29 +263,27 @@ GMT_HOT void record_event(EventRecord& event, bool take_stack) {
     buffer = register_this_thread(r);
     if (!buffer) return;
   }
-  RawStack raw;
-  const RawStack* stack = nullptr;
-  if (take_stack) {  // the costly part
-    // Taken by the runtime hook this event is recorded in (caller_stack.h), only when stacks are taken at all.
-    stack = t_caller_stack;
-    if (!stack) {
-      const Settings& s = settings();  // read once: an out-of-line call
-      if (s.take_stacks) {
-        const bool python_only = s.block_python_stacks && event.memory_kind == schema::MemoryKind::TensorBlock;
-        if (!(python_only && capture_python_only_stack(raw))) capture_stack(raw);
-        stack = &raw;
-      }
-    }
-  }
-
   // A device's first event: its description is taken now, by this thread (once per device and process).
   if (event.device >= 0 && event.device < 64 && !(buffer->devices_known_claimed & (uint64_t{1} << event.device))) {
     claim_device_description(r, *buffer, event.device);
   }
 
-  // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.
-  if (stack) event.stack_id = stack_id_of(r.stacks, *stack, intern_new_stack, &r);
-  mark_cost_phase(CostPhase::StackId);
+  if (take_stack) {  // the costly part
+    // A stack this thread recorded before is found in its own cache (stacks.h); a new one takes the lock.
+    if (const RawStack* caller = t_caller_stack) {
+      // Taken by the runtime hook this event is recorded in (caller_stack.h), only when stacks are taken at all.
+      event.stack_id = stack_id_of(r.stacks, *caller, intern_new_stack, &r);
+    } else {
+      const Settings& s = settings();  // read once: an out-of-line call
+      if (s.take_stacks) {
+        RawStack raw;  // here, not above: its fields' initial values cost ~6 instructions per event without stacks
+        const bool python_only = s.block_python_stacks && event.memory_kind == schema::MemoryKind::TensorBlock;
+        if (!(python_only && capture_python_only_stack(raw))) capture_stack(raw);
+        event.stack_id = stack_id_of(r.stacks, raw, intern_new_stack, &r);
+      }
+    }
+    mark_cost_phase(CostPhase::StackId);
+  }
   // A thread's events are in time order in its buffer, which the writer's merge relies on. Across threads the
   // merge orders them (recorder/event_buffers.h): a thread stalled between its clock read and here (preempted:
   // 76-214 ms measured on a loaded machine) has its event written with the time of the last one written

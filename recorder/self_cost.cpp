@@ -20,9 +20,6 @@ std::atomic<uint64_t> g_long_walk_ns;
 // Left out of the mean, where a few would outweigh thousands of events.
 constexpr uint64_t kPreemptedNs = 200'000;
 
-// Not the thread's first event: it pays for registering the thread, once.
-thread_local uint32_t t_events_until_sample __attribute__((tls_model("initial-exec"))) = kSelfCostSampleEvery / 2 - 1;
-
 }  // namespace
 
 // The gap to the next sampled event is drawn from [kSelfCostSampleEvery / 2, 3 * kSelfCostSampleEvery / 2), mean
@@ -31,11 +28,7 @@ thread_local uint32_t t_events_until_sample __attribute__((tls_model("initial-ex
 // swinging from one run to the next).
 thread_local uint32_t t_sample_rng __attribute__((tls_model("initial-exec"))) = 0;
 
-bool self_cost_sample_this_event() {
-  if (t_events_until_sample != 0) {
-    --t_events_until_sample;
-    return false;
-  }
+bool start_next_sample_gap() {
   uint32_t x = t_sample_rng;
   if (x == 0) x = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(&t_sample_rng) >> 4) | 1u;  // per thread
   x ^= x << 13;                                                                                 // xorshift32
