@@ -175,7 +175,7 @@ size_t thread_buffers_in_use() {
 }
 
 namespace {
-void record_event(EventRecord& event, bool take_stack);
+inline __attribute__((always_inline)) void record_event(EventRecord& event, bool take_stack);
 void flush_failure_now(Recorder& r);
 }  // namespace
 
@@ -251,7 +251,7 @@ GMT_HOT __attribute__((noinline)) void capture_caller_stack(RawStack& stack) {
 
 namespace {
 
-GMT_HOT void record_event(EventRecord& event, bool take_stack) {
+GMT_HOT inline __attribute__((always_inline)) void record_event(EventRecord& event, bool take_stack) {
   if (__builtin_expect(g_recorder == nullptr, 0)) ensure_loaded();  // a hook before our constructor
   Recorder& r = *g_recorder;
   if (r.disabled.load(std::memory_order_relaxed)) {

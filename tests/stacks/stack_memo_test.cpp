@@ -4,13 +4,17 @@
 // record() drives it (recorder/recorder.cpp, stack_id_of), with a StackTable of the test's own.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "recorder/caller_stack.h"
+#include "recorder/guard.h"
+#include "recorder/recorder.h"
 #include "recorder/self_cost.h"
 #include "recorder/settings.h"
 #include "recorder/stacks.h"
+#include "schema/environment.h"
 #include "tests/stacks/stack_memo_places.h"
 #include "unwind/fast_unwind.h"
 
@@ -187,6 +191,45 @@ TEST(StackMemoTest, ATimedCaptureIsAnsweredByTheSameStoredWalk) {
   }
   EXPECT_GE(timed, kCaptures / static_cast<int>(gmt::recorder::kSelfCostSampleEvery) / 2);
   EXPECT_EQ(timed_and_walked, 0) << "of " << timed << " timed captures";
+}
+
+// The same for record() taking its own stack (no hook's caller stack), as PyTorch's tensor blocks do: its timing
+// starts on a branch of its own, and capture_stack is still called from one place.
+void record_an_allocation(void* address) {
+  gmt::recorder::HookScope scope;  // as a hook would
+  ASSERT_TRUE(scope.active());
+  gmt::recorder::EventRecord event;
+  event.time_ns = gmt::recorder::now_ns();
+  event.thread_id = gmt::recorder::current_thread_id();
+  event.kind = gmt::schema::EventKind::Alloc;
+  event.api = gmt::schema::Api::cudaMalloc;
+  event.memory_kind = gmt::schema::MemoryKind::Device;
+  event.call.address = reinterpret_cast<uintptr_t>(address);
+  event.call.size = 256;
+  gmt::recorder::record(event, /*take_stack=*/true);
+}
+
+TEST(StackMemoTest, ATimedRecordIsAnsweredByTheSameStoredWalk) {
+  // In the working directory (the build's tests folder under ctest), replaced at each run: the writer closes it
+  // at exit.
+  setenv(gmt::schema::env::kOutput, "stack_memo_timed_record.db", 1);
+  gmt::recorder::load_settings_from_environment();
+  gmt::recorder::settings().unwind = gmt::recorder::UnwindMode::Fast;
+  gmt::recorder::settings().take_stacks = true;
+  constexpr int kEvents = 20 * static_cast<int>(gmt::recorder::kSelfCostSampleEvery);
+  int timed = 0, timed_and_walked = 0;
+  for (int i = 0; i < kEvents; ++i) {  // one call site, so one stack
+    const uint64_t stored_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
+    const gmt::recorder::SelfCostTotals before = gmt::recorder::self_cost_totals();
+    call_from_place(3, record_an_allocation, reinterpret_cast<void*>(uintptr_t{0x1000} * (i + 1)));
+    const gmt::recorder::SelfCostTotals after = gmt::recorder::self_cost_totals();
+    const bool was_timed = after.sampled[0] + after.preempted != before.sampled[0] + before.preempted;
+    const bool walked = gmt::unwind::fast_backtrace_replays_in_this_thread() == stored_before;
+    timed += was_timed ? 1 : 0;
+    if (i > 0 && was_timed && walked) ++timed_and_walked;
+  }
+  EXPECT_GE(timed, kEvents / static_cast<int>(gmt::recorder::kSelfCostSampleEvery) / 2);
+  EXPECT_EQ(timed_and_walked, 0) << "of " << timed << " timed records";
 }
 
 }  // namespace
