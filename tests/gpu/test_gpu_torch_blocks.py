@@ -22,7 +22,9 @@ PYTHON = os.environ.get("GMT_PYTHON", shutil.which("python3") or "python3")
 SAMPLE = os.path.join(SOURCE, "samples", "torch_training_leak.py")
 IMPORT_AUDIT = os.path.join(HERE, "import_audit.py")
 STEPS = 200
-CACHE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gmt-gpu-torch-bridge-cache")  # fresh for each suite run
+# Fresh for each run of this suite, and its own: the other suites share gmt-gpu-torch-bridge-cache, and removing that
+# one while a suite running beside this one (ctest -j) built its bridge there failed that build (FileNotFoundError).
+CACHE = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gmt-gpu-torch-blocks-bridge-cache")
 
 
 
@@ -37,6 +39,7 @@ class GpuTorchBlocksTest(TraceDirTestCase):
     def tearDownClass(cls):
         for line in cls.figures:
             print("FIGURE", line)
+
     def run_sample(self, name, *args):
         trace = self.path(name)
         # Through import_audit.py: should the app's own imports fail, the imports made by other threads meanwhile
