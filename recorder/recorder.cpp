@@ -187,11 +187,12 @@ void flush_failure_now(Recorder& r);
 // Timed or not, an event's stack passes through the same return addresses in our code: record() (record_event,
 // inlined into it) and capture_caller_stack each call capture_stack from one place (the timing starts in a function
 // of its own, called on a branch that joins before that call; the tests ATimedRecordIsAnsweredByTheSameStoredWalk
-// and ATimedCaptureIsAnsweredByTheSameStoredWalk fail if a timed event reaches it from a place of its own). Then a timed event's walk is the stored walk every other
-// event from that place is answered by (unwind/fast_unwind.h), and its stack the same memo entry. Until 2026-12-07
-// the timed events had calls of their own (GCC 12 had also copied a call into both branches of a test on the
-// sample): their stacks were walks apart, answered by a fresh walk 20% of the time against 1.7% for all events in
-// the CPU stand-in, and the sample measured those (959-1609 ns per block event there, 213-447 ns after).
+// and ATimedCaptureIsAnsweredByTheSameStoredWalk fail if a timed event reaches it from a place of its own). Then a
+// timed event's walk is the stored walk every other event from that place is answered by (unwind/fast_unwind.h), and
+// its stack the same memo entry. Until 2026-12-07 the timed events had calls of their own (GCC 12 had also copied a
+// call into both branches of a test on the sample): their stacks were walks apart, answered by a fresh walk 20% of the
+// time against 1.7% for all events in the CPU stand-in, and the sample measured those (959-1609 ns per block event
+// there, 213-447 ns after).
 namespace {
 
 // While a record() of this thread is timed: when it began (0: none is), and whether it is timed as part of the
