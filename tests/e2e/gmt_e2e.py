@@ -76,6 +76,19 @@ def wait_for(predicate, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def stop_run(app, timeout=30):
+    """Ends a `gpumemtrace run` started with Popen as a user's Ctrl-C or an orchestrator would: SIGTERM, which run
+    forwards to its app, then waits for both. SIGKILL only if that did not end it: a killed run leaves its app
+    running on its own and its temporary files behind."""
+    if app.poll() is None:
+        app.terminate()
+        try:
+            app.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            app.kill()
+    app.communicate()
+
+
 def is_socket(path):
     """Whether `path` is a socket (a running process's control channel, `<trace>.ctl`)."""
     return os.path.exists(path) and stat.S_ISSOCK(os.stat(path).st_mode)

@@ -9,7 +9,7 @@ import tempfile
 import time
 import unittest
 
-from gmt_e2e import CLI, TraceDirTestCase, find_leak, report_json, run_cli, sample, wait_for
+from gmt_e2e import CLI, TraceDirTestCase, find_leak, report_json, run_cli, sample, stop_run, wait_for
 
 MiB = 1 << 20
 ALLOC, FREE = 1, 2  # event_kinds.id of Alloc and Free (schema/trace_schema.h)
@@ -27,9 +27,7 @@ class ControlChannelTest(TraceDirTestCase):
         wait_for(lambda: os.path.exists(socket) and stat.S_ISSOCK(os.stat(socket).st_mode), what=f"{socket}")
 
     def stop(self):
-        if self.app.poll() is None:
-            self.app.kill()
-        self.app.communicate()
+        stop_run(self.app)
 
     def ctl(self, *args):
         return run_cli("ctl", *args)

@@ -10,7 +10,7 @@ import time
 import unittest
 
 from gmt_e2e import (CLI, TraceDirTestCase, find_leak, is_socket, marker_line, report_json, run_cli, sample,
-                     wait_for)
+                     stop_run, wait_for)
 
 KV_BYTES = 64 * 1024  # service_loop's kept KV entry
 ALLOC, FREE = 1, 2  # event_kinds.id of Alloc and Free (schema/trace_schema.h)
@@ -47,7 +47,7 @@ class TopTest(TraceDirTestCase):
         trace = self.path(name)
         app = subprocess.Popen([CLI, "run", "--simulate", "-q", "-o", trace, "--", sample("service_loop"), *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(lambda: (app.poll() is None and app.kill(), app.communicate()))
+        self.addCleanup(stop_run, app)
         wait_for(lambda: is_socket(trace + ".ctl"), what=f"{trace}.ctl")
         return trace, app
 
@@ -168,7 +168,7 @@ class TopTest(TraceDirTestCase):
         self.assertEqual(pattern.returncode, 0, pattern.stderr)
         self.assertEqual(len(re.findall(r"^pid \d+ ", pattern.stdout, re.M)), 2)
         for app in (app1, app2):
-            app.kill()
+            stop_run(app)
 
     def test_errors(self):
         missing = self.top(self.path("missing.db"))

@@ -15,7 +15,7 @@ import unittest
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from gmt_e2e import CLI, SOURCE, TraceDirTestCase, report_json, run_cli  # noqa: E402
+from gmt_e2e import CLI, SOURCE, TraceDirTestCase, report_json, run_cli, stop_run  # noqa: E402
 from test_gpu_samples import SKIP, have_gpu, have_torch_cuda  # noqa: E402
 
 sys.path.insert(0, os.path.join(SOURCE, "bench"))
@@ -78,7 +78,7 @@ class GpuTopTest(TraceDirTestCase):
         app = subprocess.Popen([CLI, "run", "-q", *options, "-o", trace, "--", PYTHON, SCRIPT, str(seconds),
                                 str(LEAK_EVERY), str(tick_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
-        self.addCleanup(lambda: app.poll() is None and app.kill())
+        self.addCleanup(stop_run, app)
         wait_for_socket(trace + ".ctl", app)
         return trace, app
 
