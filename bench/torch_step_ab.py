@@ -34,7 +34,7 @@ recorded inside a timed on-block step's NVTX range; for the `blocks*` configurat
 (host on - host off) / block events per step, against what the trace states of its own time per tensor event.
 
 CUDA calls per step (issue 33 part 4): the control process counts its step's kernel launches and CUDA API calls
-with PyTorch's profiler after its timed blocks; each cupti configuration's line divides its added host time by them,
+with PyTorch's profiler after all its timed blocks; each cupti configuration's line divides its added host time by them,
 against bench/launch_cost.py's per-launch figure (CUPTI's dispatch on every driver call once one driver-API
 callback is enabled).
 
@@ -194,7 +194,8 @@ def worker(mode, blocks, block_steps, batch):
         steps_per_arm = block_steps * (blocks // 2)
         for arm, cpu in (("on", cpu_on), ("off", cpu_off)):
             result[name][f"cpu_{arm}_ms"] = {group: ns / 1e6 / steps_per_arm for group, ns in sorted(cpu.items())}
-        if mode == "control":  # after the timed blocks: the profiler's own start is not in them
+    if mode == "control":  # after every timed block: the profiler (CUPTI) stays loaded once started
+        for name, step in (("train", train_step), ("infer", infer_step)):
             result[name].update(cuda_calls_per_step(step))
     print(json.dumps(result), flush=True)
 
