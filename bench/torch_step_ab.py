@@ -49,6 +49,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import sqlite3
 import statistics
 import subprocess
@@ -205,8 +206,6 @@ def cuda_calls_per_step(step, steps=4):
     through CUPTI) in the raw control process: what the cupti backend's dispatch is paid on. Once any driver-API
     callback is enabled, CUPTI adds its dispatch to every driver call, ours or not (bench/launch_cost.py). {} when
     the profiler cannot count (no CUPTI, or its start fails)."""
-    import re
-
     try:
         from torch.profiler import ProfilerActivity, profile
 

@@ -28,7 +28,7 @@ constexpr uint64_t kPreemptedNs = 200'000;
 // swinging from one run to the next).
 thread_local uint32_t t_sample_rng __attribute__((tls_model("initial-exec"))) = 0;
 
-bool start_next_sample_gap() {
+void start_next_sample_gap() {
   uint32_t x = t_sample_rng;
   if (x == 0) x = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(&t_sample_rng) >> 4) | 1u;  // per thread
   x ^= x << 13;                                                                                 // xorshift32
@@ -36,7 +36,6 @@ bool start_next_sample_gap() {
   x ^= x << 5;
   t_sample_rng = x;
   t_events_until_sample = kSelfCostSampleEvery / 2 + x % kSelfCostSampleEvery - 1;
-  return true;
 }
 
 void add_self_cost_sample(CostedKind kind, uint64_t ns) {

@@ -51,8 +51,8 @@ SelfCostTotals self_cost_totals();
 inline thread_local uint32_t t_events_until_sample __attribute__((tls_model("initial-exec"))) =
     kSelfCostSampleEvery / 2 - 1;
 
-// The countdown reached zero: draws the gap to the thread's next timed event. Returns true (this event is timed).
-bool start_next_sample_gap();
+// The countdown reached zero: draws the gap to the thread's next timed event.
+void start_next_sample_gap();
 
 // Whether this thread's next event is one to time: one in kSelfCostSampleEvery of the thread's events on average.
 // Inline: on every event of the hook path, where two out-of-line calls cost ~20 instructions per event (callgrind,
@@ -62,7 +62,8 @@ inline bool self_cost_sample_this_event() {
     --t_events_until_sample;
     return false;
   }
-  return start_next_sample_gap();
+  start_next_sample_gap();
+  return true;
 }
 
 // While a sampled event is timed by record(): the time its current phase began (0: this event is not timed, and
