@@ -26,17 +26,50 @@ std::atomic<int64_t> g_settings_calls{0};  // n of meta torch_alloc_conf_<n>
 // it, under the same lock. Only a FREE_REQUESTED whose completion does not follow at once is worth an event (the
 // block waits for other streams): each device's last FREE_REQUESTED is held until that device's next action shows
 // which it was, and a deferred one is recorded then, before that action (the replay only needs it before the
-// block's completion, which comes later still). PyTorch calls the trackers of a device with that device's
-// allocator lock held, so each slot is only touched under its device's lock. One left pending when the device makes
-// no further allocator action is lost.
+// block's completion, which comes later still). One left pending when the device makes no further allocator action
+// is lost.
+//
+// An allocator call (empty_cache(), a settings change; gmt_torch_allocator_call) records every held request before
+// its own event: emptyCache completes the blocks that waited (synchronize_and_free_events) before it frees segments,
+// so a held request's completion may be the very next action although the request came before the call; dropped
+// then, the replay would see the block freed inside emptyCache without ever having been let go (gpu.whatif's fuzz,
+// seed 3, 2026-12-07). The actions touch a device's slot under that device's allocator lock; the call comes from
+// Python without it, so a slot is claimed by whichever side moves its state off "held" first (one compare-and-swap
+// per free, only while a request is held), and its fields are read before the claim and trusted only if the claim
+// succeeds: a new request changes the state's count.
 struct PendingFreeRequest {
-  bool pending = false;
-  uint64_t address = 0;
-  uint64_t size = 0;
-  uint64_t stream = 0;
+  // Bit 0: a request is held. The bits above: how many requests this slot has held, so that a claim made with
+  // fields read under one request fails once another has replaced it.
+  std::atomic<uint64_t> state{0};
+  // Atomics only so that the call's reads beside a new request's writes are defined; their order comes from state.
+  std::atomic<uint64_t> address{0}, size{0}, stream{0};
 };
 constexpr int kHeldDevices = 64;  // devices beyond record every FREE_REQUESTED
 PendingFreeRequest g_free_requests[kHeldDevices];
+
+struct HeldRequest {
+  bool claimed = false;
+  uint64_t address = 0, size = 0, stream = 0;
+};
+
+// Takes the slot's held request, if there is one and nobody took it first.
+GMT_HOT HeldRequest claim_held_request(PendingFreeRequest& slot) {
+  uint64_t state = slot.state.load(std::memory_order_acquire);
+  if ((state & 1) == 0) return {};
+  HeldRequest request{true, slot.address.load(std::memory_order_relaxed), slot.size.load(std::memory_order_relaxed),
+                      slot.stream.load(std::memory_order_relaxed)};
+  if (!slot.state.compare_exchange_strong(state, state & ~uint64_t{1}, std::memory_order_acq_rel)) return {};
+  return request;
+}
+
+// Only under the device's allocator lock (an action), after its held request was claimed.
+GMT_HOT void hold_request(PendingFreeRequest& slot, uint64_t address, uint64_t size, uint64_t stream) {
+  const uint64_t state = slot.state.load(std::memory_order_relaxed);
+  slot.address.store(address, std::memory_order_relaxed);
+  slot.size.store(size, std::memory_order_relaxed);
+  slot.stream.store(stream, std::memory_order_relaxed);
+  slot.state.store(((state >> 1) + 1) << 1 | 1, std::memory_order_release);
+}
 
 using schema::Api;
 using schema::EventKind;
@@ -76,10 +109,9 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
   }
   NeverWaitScope never_wait;  // PyTorch's allocator lock is held: drop and count rather than wait
   const bool held_device = device >= 0 && device < kHeldDevices;
-  if (held_device && g_free_requests[device].pending) {
-    PendingFreeRequest& request = g_free_requests[device];
-    request.pending = false;
-    if (action != GMT_TORCH_FREE_COMPLETED || address != request.address) {
+  if (held_device) {
+    const HeldRequest request = claim_held_request(g_free_requests[device]);
+    if (request.claimed && (action != GMT_TORCH_FREE_COMPLETED || address != request.address)) {
       EventRecord e = block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, device, request.address,
                                   request.size, request.stream);
       record(e, /*take_stack=*/false);
@@ -87,10 +119,7 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
   }
   switch (action) {
     case GMT_TORCH_FREE_REQUESTED: {
-      if (held_device) {
-        g_free_requests[device] = PendingFreeRequest{true, address, size, stream};
-        return;
-      }
+      if (held_device) return hold_request(g_free_requests[device], address, size, stream);
       EventRecord e =
           block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, device, address, size, stream);
       return record(e, /*take_stack=*/false);
@@ -153,6 +182,14 @@ extern "C" __attribute__((visibility("default"))) void gmt_torch_allocator_call(
       size = value;
       break;
     default: return;
+  }
+  // Every device's held request first: it came before this call (see PendingFreeRequest).
+  for (int held = 0; held < kHeldDevices; ++held) {
+    const HeldRequest request = claim_held_request(g_free_requests[held]);
+    if (!request.claimed) continue;
+    EventRecord e = block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, held, request.address,
+                                request.size, request.stream);
+    record(e, /*take_stack=*/false);
   }
   EventRecord e = block_event(EventKind::AllocatorCall, api, device, 0, size, 0);
   e.memory_kind = gmt::schema::MemoryKind::None;
