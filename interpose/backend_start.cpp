@@ -20,9 +20,6 @@ namespace {
 using recorder::Backend;
 using recorder::BackendRequest;
 
-// Set while this thread decides: CUPTI's start calls into the driver, whose hooks land here again.
-thread_local bool t_deciding __attribute__((tls_model("initial-exec"))) = false;
-
 // Without a driver below the runtime (the simulated runtime, or a machine with no NVIDIA driver) no
 // driver-level backend can see anything: count at the runtime level instead.
 bool driver_present() {
@@ -55,21 +52,19 @@ void decide_and_prepare_stacks() {
 
 }  // namespace
 
-// The first hook's work, kept out of the per-call check below.
+thread_local bool t_deciding_backend __attribute__((tls_model("initial-exec"))) = false;
+static_assert(static_cast<int>(Backend::Undecided) == 0, "ensure_backend_started (backend_start.h) tests for 0");
+
+// The first hook's work, kept out of the per-call check (ensure_backend_started, backend_start.h).
 GMT_COLD void start_backend() {
   static std::mutex mutex;  // other threads wait until the first one has decided
   std::lock_guard lock(mutex);
   if (recorder::active_backend() != Backend::Undecided) return;
-  t_deciding = true;
+  t_deciding_backend = true;
   decide_and_prepare_stacks();
-  t_deciding = false;
+  t_deciding_backend = false;
   // run --paused: the process's first CUDA call opens its trace and control channel, recording still paused.
   if (recorder::settings().start_paused) recorder::begin_paused_start();
-}
-
-GMT_HOT void ensure_backend_started() {
-  if (recorder::active_backend() != Backend::Undecided || t_deciding) return;
-  start_backend();
 }
 
 }  // namespace gmt::interpose

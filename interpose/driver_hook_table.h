@@ -13,6 +13,8 @@
 // Wrappers: driver_hooks.cpp. Real functions, name lookup, libcuda's identity: driver_table.cpp.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "recorder/driver_catalog.h"
@@ -62,10 +64,18 @@ int driver_hook_index(const char* symbol);
 void* driver_wrapper(int index);
 const char* driver_hook_name(int index);
 
+// Each entry's libcuda function once known (driver_table.cpp; constant-initialized, valid before any constructor).
+extern std::atomic<void*> g_driver_real[static_cast<size_t>(DriverFn::Count)];
+void* find_driver_real(DriverFn fn);
+
 // libcuda's function behind an entry, resolved by exported name on first use (loading libcuda, RTLD_LOCAL, in
 // the rare case that a wrapper runs before anything loaded it). nullptr when there is no driver or the driver
-// lacks the function. Never called from dlsym: it may dlopen.
-void* driver_real(DriverFn fn);
+// lacks the function. Never called from dlsym: it may dlopen. Inline: every wrapper and every event's
+// cuCtxGetCurrent ask.
+inline void* driver_real(DriverFn fn) {
+  void* real = g_driver_real[static_cast<size_t>(fn)].load(std::memory_order_acquire);
+  return real ? real : find_driver_real(fn);
+}
 
 // Records the real function a dlsym lookup found in libcuda, so the wrapper need not look it up again.
 void note_driver_real(int index, void* real);

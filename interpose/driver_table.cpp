@@ -27,7 +27,6 @@ constexpr int kCount = static_cast<int>(DriverFn::Count);
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCount);
 
 // All constant-initialized (zero): valid before any constructor runs.
-std::atomic<void*> g_real[kCount];
 std::atomic<void*> g_libcuda{nullptr};     // our own reference to libcuda, never closed (see libcuda_handle)
 std::atomic<bool> g_no_driver{false};      // libcuda.so.1 could not be loaded: do not search the disk again
 std::atomic<uintptr_t> g_libcuda_base{0};  // dli_fbase of libcuda, once known
@@ -83,9 +82,11 @@ int driver_hook_index(const char* symbol) {
 
 const char* driver_hook_name(int index) { return index >= 0 && index < kCount ? kNames[index] : "?"; }
 
-GMT_HOT void* driver_real(DriverFn fn) {
+std::atomic<void*> g_driver_real[static_cast<size_t>(DriverFn::Count)];
+
+void* find_driver_real(DriverFn fn) {
   auto index = static_cast<int>(fn);
-  if (void* real = g_real[index].load(std::memory_order_acquire)) return real;
+  if (void* real = g_driver_real[index].load(std::memory_order_acquire)) return real;
   void* handle = libcuda_handle();
   DlsymFn lookup = real_dlsym();
   if (!handle || !lookup) return nullptr;
@@ -93,7 +94,7 @@ GMT_HOT void* driver_real(DriverFn fn) {
   void* real = lookup(handle, kNames[index]);
   if (!real) return nullptr;  // an older driver without this function; only our export can lead here
   void* expected = nullptr;
-  if (!g_real[index].compare_exchange_strong(expected, real, std::memory_order_acq_rel)) return expected;
+  if (!g_driver_real[index].compare_exchange_strong(expected, real, std::memory_order_acq_rel)) return expected;
   return real;
 }
 
@@ -101,7 +102,7 @@ void note_driver_real(int index, void* real) {
   if (index < 0 || index >= kDriverHookCount || !real) return;
   // First one wins: a later lookup in the same libcuda finds the same address.
   void* expected = nullptr;
-  g_real[index].compare_exchange_strong(expected, real, std::memory_order_acq_rel);
+  g_driver_real[index].compare_exchange_strong(expected, real, std::memory_order_acq_rel);
 }
 
 int driver_hook_for_real(void* real) {
@@ -113,7 +114,7 @@ int driver_hook_for_real(void* real) {
     g_all_resolved.store(true, std::memory_order_release);
   }
   for (int i = 0; i < kDriverHookCount; ++i) {
-    if (g_real[i].load(std::memory_order_acquire) == real) return i;
+    if (g_driver_real[i].load(std::memory_order_acquire) == real) return i;
   }
   return -1;
 }

@@ -21,8 +21,6 @@ constexpr HookEntry kHooks[] = {
 };
 static_assert(sizeof(kHooks) / sizeof(kHooks[0]) == static_cast<size_t>(HookId::Count));
 
-std::atomic<void*> g_real[static_cast<size_t>(HookId::Count)];
-
 void* resolve(const char* name) {
   if (void* p = dlsym(RTLD_NEXT, name)) return p;
   // A runtime loaded with RTLD_LOCAL is not in the global scope that RTLD_NEXT searches; ask it directly: CUDA 13's
@@ -39,13 +37,13 @@ void* resolve(const char* name) {
 
 }  // namespace
 
-GMT_HOT void* real_function(HookId id) {
+std::atomic<void*> g_real_functions[static_cast<size_t>(HookId::Count)];
+
+void* find_real_function(HookId id) {
   auto index = static_cast<size_t>(id);
-  void* p = g_real[index].load(std::memory_order_acquire);
-  if (p) return p;
   // Racing threads resolve the same address; whichever stores last stores the same value.
-  p = resolve(kHooks[index].name);
-  g_real[index].store(p, std::memory_order_release);
+  void* p = resolve(kHooks[index].name);
+  g_real_functions[index].store(p, std::memory_order_release);
   return p;
 }
 

@@ -12,9 +12,10 @@
 #include "schema/trace_schema.h"
 
 namespace gmt::recorder {
+std::atomic<int> g_backend{static_cast<int>(Backend::Undecided)};
+
 namespace {
 
-std::atomic<int> g_backend{static_cast<int>(Backend::Undecided)};
 // Bits of the paths that record (path_bit): the counting backend's, and under --verify the cross-check's.
 std::atomic<uint8_t> g_recording_paths{0};
 // The cross-check's schema::Source as a number; 0: none.
@@ -61,8 +62,6 @@ bool verify_requested() {
   return value && std::strcmp(value, "1") == 0;
 }
 
-GMT_HOT Backend active_backend() { return static_cast<Backend>(g_backend.load(std::memory_order_acquire)); }
-
 const char* backend_name(Backend backend) {
   switch (backend) {
     case Backend::Runtime: return schema::backend_names::kRuntime;
@@ -71,11 +70,6 @@ const char* backend_name(Backend backend) {
     case Backend::Undecided: break;
   }
   return "undecided";
-}
-
-GMT_HOT bool driver_level_backend() {
-  Backend b = active_backend();
-  return b == Backend::Cupti || b == Backend::DriverHooks;
 }
 
 bool set_backend_decision(const BackendDecision& decision) {

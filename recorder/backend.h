@@ -11,6 +11,7 @@
 // cross-check that `report` makes (analysis/model/verify.h); it never counts.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "schema/trace_schema.h"
@@ -25,9 +26,15 @@ BackendRequest requested_backend();
 // GMT_VERIFY=1 (`run --verify`): the other driver-level backend records every event too.
 bool verify_requested();
 
-Backend active_backend();
+// The backend decided (backend.cpp); Undecided until set_backend_decision. Read on every event: inline.
+extern std::atomic<int> g_backend;
+inline Backend active_backend() { return static_cast<Backend>(g_backend.load(std::memory_order_acquire)); }
 const char* backend_name(Backend backend);  // the meta 'backend' value: "cupti", "hooks", "runtime"
-bool driver_level_backend();                // Cupti or DriverHooks: the cudart hooks must not count allocations
+// Cupti or DriverHooks: the cudart hooks must not count allocations.
+inline bool driver_level_backend() {
+  const Backend b = active_backend();
+  return b == Backend::Cupti || b == Backend::DriverHooks;
+}
 
 // What interpose/backend_choice.h decided, stored in the trace (meta backend, backend_reason, backend_note,
 // verify_backend, verify_unavailable).

@@ -23,11 +23,12 @@ namespace detail {
 Recorder* g_recorder = nullptr;
 }  // namespace detail
 
+thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec"))) = 0;
+
 namespace {
 
 using namespace detail;
 
-thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec"))) = 0;
 // This thread's event buffer in g_recorder (registered by its first event; cleared at its exit and in a forked
 // child). The key's destructor tells the recorder that the thread has exited.
 thread_local ThreadBuffer* t_buffer __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -151,10 +152,7 @@ uint64_t keep_order(uint64_t time_ns, uint64_t& last_time_ns) {
 
 GMT_HOT uint64_t now_ns() { return event_time_ns(); }
 
-GMT_HOT uint32_t current_thread_id() {
-  if (t_thread_id == 0) t_thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
-  return t_thread_id;
-}
+uint32_t read_thread_id() { return t_thread_id = static_cast<uint32_t>(syscall(SYS_gettid)); }
 
 void create_recorder() {
   if (g_recorder) return;

@@ -16,8 +16,14 @@ namespace gmt::recorder {
 // kernel's own clock is, else clock_gettime).
 uint64_t now_ns();
 
-// The kernel thread id of the calling thread, cached per thread (and refreshed in a forked child).
-uint32_t current_thread_id();
+// The kernel thread id of the calling thread, cached per thread (and refreshed in a forked child). Inline: every
+// event asks.
+extern thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec")));
+uint32_t read_thread_id();
+inline uint32_t current_thread_id() {
+  if (__builtin_expect(t_thread_id != 0, 1)) return t_thread_id;
+  return read_thread_id();
+}
 
 // The library's load-time setup (settings, fork and exit handlers, fatal-signal handlers, the recorder),
 // once. Our constructor runs it, unless a hook ran it first: a library the app links is initialized before

@@ -24,9 +24,12 @@ uint64_t clock_ns(clockid_t clock) {
 
 }  // namespace
 
-GMT_HOT Settings& settings() {
-  static Settings* s = new Settings;  // leaked on purpose: used until the very last destructor
-  return *s;
+std::atomic<Settings*> g_settings{nullptr};
+
+Settings& make_settings() {
+  static Settings* created = new Settings;  // leaked on purpose: used until the very last destructor
+  g_settings.store(created, std::memory_order_release);
+  return *created;
 }
 
 void load_settings_from_environment() {
