@@ -179,7 +179,7 @@ class GpuTorchBlocksTest(TraceDirTestCase):
         seen = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
         return trace, report_json(trace), seen, result.stderr
 
-    def check_dict_leak(self, report, seen, stderr):
+    def check_dict_leak(self, report, seen, stderr, over_time=True):
         keep = f"{SOURCE}/samples/torch_dict_leak.py:handle:{marker_line('torch_dict_leak.py', '# DICT-KEEP')}"
         weights = f"{SOURCE}/samples/torch_dict_leak.py:<module>:{marker_line('torch_dict_leak.py', '# WEIGHTS')}"
         self.assertEqual(report["trace"]["dropped_events"], 0)
@@ -195,10 +195,11 @@ class GpuTorchBlocksTest(TraceDirTestCase):
         self.assert_no_segment_leaked(report)
         self.assertIn("cached at exit by PyTorch's caching allocator", stderr)
         # Growth: over time and per repetition of "request", at the dict line.
-        growth = [f for f in report["growth"]["findings"] if f["stacks"]]
-        self.assertTrue(growth, report["growth"])
-        self.assertTrue(any(f["module"] == "python" and (f["file"] or "").endswith("torch_dict_leak.py")
-                            for f in growth[0]["stacks"][0]["stack"]), growth[0]["stacks"][0])
+        if over_time:
+            growth = [f for f in report["growth"]["findings"] if f["stacks"]]
+            self.assertTrue(growth, report["growth"])
+            self.assertTrue(any(f["module"] == "python" and (f["file"] or "").endswith("torch_dict_leak.py")
+                                for f in growth[0]["stacks"][0]["stack"]), growth[0]["stacks"][0])
         requests = [g for g in report["ranges"]["growth"] if g["name"] == "request"]
         self.assertTrue(requests, [r["name"] for r in report["ranges"]["repeated"]])
         self.figures.append(f"torch dict leak: leaked {by_line[keep]['bytes']} B in {by_line[keep]['count']} tensors "
@@ -211,7 +212,12 @@ class GpuTorchBlocksTest(TraceDirTestCase):
 
     def test_dict_leak_ending_in_an_oom_inside_pytorchs_cache(self):
         _, report, seen, stderr = self.run_dict_leak("dict-oom.db", "--oom")
-        self.check_dict_leak(report, seen, stderr)  # no cached segment counted as leaked, even with an OOM
+        # No cached segment counted as leaked, even with an OOM. Growth per repetition of "request" only: in a run
+        # of ~150 ms the fragmenting end's 400 MiB fill the last of the 20 time windows, and whether the leak's rise
+        # before it passes the threshold over time depends on where the windows fall (it failed so in three runs of
+        # docs/gpu-results.md, 222c078's included, and passed in others with the same recorder); the run without
+        # --oom checks growth over time.
+        self.check_dict_leak(report, seen, stderr, over_time=False)
         if seen["oom"] != "raised True":
             # The sample forces the OOM with a memory-fraction cap; seen on the H200 (torch 2.11, 7a6657f) the
             # 24 MiB request was served without raising. What the trace says of the heap is then unchecked here.
