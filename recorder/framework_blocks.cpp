@@ -185,10 +185,16 @@ extern "C" __attribute__((visibility("default"))) void gmt_torch_allocator_call(
   }
   // Every device's held request first: it came before this call (see PendingFreeRequest).
   for (int held = 0; held < kHeldDevices; ++held) {
-    const HeldRequest request = claim_held_request(g_free_requests[held]);
+    PendingFreeRequest& slot = g_free_requests[held];
+    if ((slot.state.load(std::memory_order_acquire) & 1) == 0) continue;
+    // Its time is read before the claim: a completion that another thread records for the block after finding
+    // nothing to claim reads its clock later, so the trace never has the completion first.
+    EventRecord e = block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, held, 0, 0, 0);
+    const HeldRequest request = claim_held_request(slot);
     if (!request.claimed) continue;
-    EventRecord e = block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, held, request.address,
-                                request.size, request.stream);
+    e.call.address = request.address;
+    e.call.size = request.size;
+    e.call.stream = request.stream;
     record(e, /*take_stack=*/false);
   }
   EventRecord e = block_event(EventKind::AllocatorCall, api, device, 0, size, 0);

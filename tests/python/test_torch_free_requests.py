@@ -66,13 +66,19 @@ class HeldFreeRequestTest(TraceDirTestCase):
         self.assertEqual(sorted(requests), [(BASE + i * 4096, i * 512, i) for i in range(1, BLOCKS + 1)])
         calls = sum(1 for kind, *_ in events if kind == "allocator_call")
         self.assertGreater(calls, 0)
-        # Each request before its block's completion.
-        requested = set()
-        for kind, _, address, _, _ in events:
-            if kind == "free_requested":
-                requested.add(address)
-            elif kind == "free" and address != BASE + (BLOCKS + 1) * 4096:
-                self.assertIn(address, requested, f"{address:#x} completed before its request")
+        # Every block's life in order, block BLOCKS + 1's many lives included: allocated, perhaps let go, completed;
+        # never a request after its completion.
+        state = {}
+        for index, (kind, _, address, _, _) in enumerate(events):
+            if kind == "alloc":
+                self.assertNotIn(state.get(address), ("allocated", "requested"), f"event {index}: {address:#x}")
+                state[address] = "allocated"
+            elif kind == "free_requested":
+                self.assertEqual(state.get(address), "allocated", f"event {index}: {address:#x}")
+                state[address] = "requested"
+            elif kind == "free":
+                self.assertIn(state.get(address), ("allocated", "requested"), f"event {index}: {address:#x}")
+                state[address] = "freed"
 
 
 if __name__ == "__main__":
