@@ -228,6 +228,21 @@ uint64_t chain_key(const Interpreter& py) {
   if (!plausible(frame)) return 0;
   const bool frame_objects = l.chain == FrameChain::kFrameObjects;
   uint64_t key = code_epoch == 0 ? 0x2545f4914f6cdd1dull : mix(0x61c8864680b583ebull, code_epoch);
+  if (code_epoch != 0 && !frame_objects && l.frame_owner != kAbsent && l.frame_is_entry == kAbsent) {
+    // The common case on its own: watched code objects and interpreter frames with an owner byte and no is_entry
+    // flag (3.12, 3.13). The same key as the loop below, without its per-frame tests of the layout and the mode
+    // (callgrind, 2026-12-07: ~38 instructions a frame there).
+    const size_t code_at = l.frame_code, position_at = l.frame_position, previous_at = l.frame_previous;
+    const auto owner_at = static_cast<size_t>(l.frame_owner);
+    for (int visited = 0; visited < kMaxFramesVisited && plausible(frame); ++visited) {
+      const auto code = read_at<uintptr_t>(frame, code_at);
+      const auto position = read_at<uintptr_t>(frame, position_at);
+      const uint64_t flags = static_cast<uint8_t>(read_at<char>(frame, owner_at));
+      key = mix(key, frame + rotate(code, 21) + rotate(position ^ (flags << 48), 42));
+      frame = read_at<uintptr_t>(frame, previous_at);
+    }
+    return key == 0 ? 1 : key;
+  }
   for (int visited = 0; visited < kMaxFramesVisited && plausible(frame); ++visited) {
     const auto code = read_at<uintptr_t>(frame, l.frame_code);
     const uint64_t position = frame_objects ? static_cast<uint32_t>(read_at<int32_t>(frame, l.frame_position))
