@@ -74,9 +74,10 @@ GMT_HOT void hold_request(PendingFreeRequest& slot, uint64_t address, uint64_t s
 using schema::Api;
 using schema::EventKind;
 
-GMT_HOT EventRecord block_event(EventKind kind, Api api, int device, uint64_t address, uint64_t size, uint64_t stream) {
+GMT_HOT EventRecord block_event(uint64_t time_ns, EventKind kind, Api api, int device, uint64_t address, uint64_t size,
+                                uint64_t stream) {
   EventRecord e;
-  e.time_ns = now_ns();
+  e.time_ns = time_ns;
   e.thread_id = current_thread_id();
   e.kind = kind;
   e.api = api;
@@ -109,10 +110,19 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
   }
   NeverWaitScope never_wait;  // PyTorch's allocator lock is held: drop and count rather than wait
   const bool held_device = device >= 0 && device < kHeldDevices;
+  // The usual free's first half: nothing held on the device (only its own actions hold one), so nothing to record
+  // and no clock to read.
+  if (held_device && action == GMT_TORCH_FREE_REQUESTED &&
+      (g_free_requests[device].state.load(std::memory_order_relaxed) & 1) == 0) {
+    return hold_request(g_free_requests[device], address, size, stream);
+  }
+  // Read before a held request is claimed, and the time of this action's events: a call that finds the request
+  // already claimed reads its own clock later, so that a request recorded here comes before that call's event.
+  const uint64_t now = now_ns();
   if (held_device) {
     const HeldRequest request = claim_held_request(g_free_requests[device]);
     if (request.claimed && (action != GMT_TORCH_FREE_COMPLETED || address != request.address)) {
-      EventRecord e = block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, device, request.address,
+      EventRecord e = block_event(now, EventKind::FreeRequested, Api::torchBlockFreeRequested, device, request.address,
                                   request.size, request.stream);
       record(e, /*take_stack=*/false);
     }
@@ -121,35 +131,35 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
     case GMT_TORCH_FREE_REQUESTED: {
       if (held_device) return hold_request(g_free_requests[device], address, size, stream);
       EventRecord e =
-          block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, device, address, size, stream);
+          block_event(now, EventKind::FreeRequested, Api::torchBlockFreeRequested, device, address, size, stream);
       return record(e, /*take_stack=*/false);
     }
     case GMT_TORCH_ALLOC: {
-      EventRecord e = block_event(EventKind::Alloc, Api::torchBlockAlloc, device, address, size, stream);
+      EventRecord e = block_event(now, EventKind::Alloc, Api::torchBlockAlloc, device, address, size, stream);
       e.call.handle = pool;
       return record(e, /*take_stack=*/true);
     }
     case GMT_TORCH_FREE_COMPLETED: {
-      EventRecord e = block_event(EventKind::Free, Api::torchBlockFree, device, address, 0, stream);
+      EventRecord e = block_event(now, EventKind::Free, Api::torchBlockFree, device, address, 0, stream);
       return record(e, settings().take_free_stacks);
     }
     case GMT_TORCH_SEGMENT_ALLOC:
     case GMT_TORCH_SEGMENT_MAP: {
       const Api api = action == GMT_TORCH_SEGMENT_ALLOC ? Api::torchSegmentAlloc : Api::torchSegmentMap;
-      EventRecord e = block_event(EventKind::SegmentAlloc, api, device, address, size, stream);
+      EventRecord e = block_event(now, EventKind::SegmentAlloc, api, device, address, size, stream);
       e.call.handle = pool;
       return record(e, /*take_stack=*/false);  // the CUDA-level allocation just before it has the stack
     }
     case GMT_TORCH_SEGMENT_FREE:
     case GMT_TORCH_SEGMENT_UNMAP: {
       const Api api = action == GMT_TORCH_SEGMENT_FREE ? Api::torchSegmentFree : Api::torchSegmentUnmap;
-      EventRecord e = block_event(EventKind::SegmentFree, api, device, address, size, stream);
+      EventRecord e = block_event(now, EventKind::SegmentFree, api, device, address, size, stream);
       return record(e, /*take_stack=*/false);
     }
     case GMT_TORCH_OOM: {
       // The request that failed, at the line that asked. `address` is what the device said was free; the
       // CUDA-level failure (if the allocator got as far as cudaMalloc) has the device's figures.
-      EventRecord e = block_event(EventKind::AllocFailed, Api::torchBlockAlloc, device, address, size, stream);
+      EventRecord e = block_event(now, EventKind::AllocFailed, Api::torchBlockAlloc, device, address, size, stream);
       e.call.error = kOutOfMemoryError;
       return record(e, /*take_stack=*/true);
     }
@@ -189,7 +199,7 @@ extern "C" __attribute__((visibility("default"))) void gmt_torch_allocator_call(
     if ((slot.state.load(std::memory_order_acquire) & 1) == 0) continue;
     // Its time is read before the claim: a completion that another thread records for the block after finding
     // nothing to claim reads its clock later, so the trace never has the completion first.
-    EventRecord e = block_event(EventKind::FreeRequested, Api::torchBlockFreeRequested, held, 0, 0, 0);
+    EventRecord e = block_event(now_ns(), EventKind::FreeRequested, Api::torchBlockFreeRequested, held, 0, 0, 0);
     const HeldRequest request = claim_held_request(slot);
     if (!request.claimed) continue;
     e.call.address = request.address;
@@ -197,7 +207,7 @@ extern "C" __attribute__((visibility("default"))) void gmt_torch_allocator_call(
     e.call.stream = request.stream;
     record(e, /*take_stack=*/false);
   }
-  EventRecord e = block_event(EventKind::AllocatorCall, api, device, 0, size, 0);
+  EventRecord e = block_event(now_ns(), EventKind::AllocatorCall, api, device, 0, size, 0);
   e.memory_kind = gmt::schema::MemoryKind::None;
   e.call.handle = handle;
   record(e, /*take_stack=*/true);
