@@ -61,7 +61,6 @@ def sequence():
     action(ALLOC, 0, NEXT_SEGMENT, LARGE_BYTES, STREAM)
 
 
-
 BASE = 0x7F1000000000
 
 
@@ -84,16 +83,10 @@ def concurrent(blocks):
                 action(FREE_COMPLETED, 0, BASE + (blocks + 1) * 4096, 0, 0)
         done.set()
 
-    def empty_caches():
-        calls = 0
-        while not done.is_set():
-            call(EMPTY_CACHE, -1, 0, None)
-            calls += 1
-        return calls
-
     worker = threading.Thread(target=let_go)
     worker.start()
-    empty_caches()
+    while not done.is_set():  # empty_cache() as Python calls it: without the allocator's lock
+        call(EMPTY_CACHE, -1, 0, None)
     worker.join()
 
 

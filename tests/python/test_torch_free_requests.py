@@ -28,7 +28,8 @@ class HeldFreeRequestTest(TraceDirTestCase):
     def events(self, trace):
         with sqlite3.connect(trace) as db:
             return db.execute("SELECT k.name, a.name, e.address, e.size, e.stream FROM events e "
-                              "JOIN event_kinds k ON k.id = e.kind JOIN apis a ON a.id = e.api ORDER BY e.id").fetchall()
+                              "JOIN event_kinds k ON k.id = e.kind JOIN apis a ON a.id = e.api "
+                              "ORDER BY e.id").fetchall()
 
     def test_a_request_held_across_empty_cache_is_recorded_before_the_call(self):
         events = [row[:4] for row in self.events(self.record("sequence.db", "sequence"))]
