@@ -52,7 +52,6 @@ void decide_and_prepare_stacks() {
 
 }  // namespace
 
-thread_local bool t_deciding_backend __attribute__((tls_model("initial-exec"))) = false;
 static_assert(static_cast<int>(Backend::Undecided) == 0, "ensure_backend_started (backend_start.h) tests for 0");
 
 // The first hook's work, kept out of the per-call check (ensure_backend_started, backend_start.h).

@@ -14,7 +14,8 @@ extern std::atomic<int> g_backend;  // Backend::Undecided is 0 (static_assert in
 namespace gmt::interpose {
 
 // Set while this thread decides: CUPTI's start calls into the driver, whose hooks land here again.
-extern thread_local bool t_deciding_backend __attribute__((tls_model("initial-exec")));
+// Inline and constant-initialized: no TLS wrapper function (see recorder.h's t_thread_id).
+inline thread_local bool t_deciding_backend __attribute__((tls_model("initial-exec"))) = false;
 void start_backend();
 
 // Inline: every hook asks, and after the first event the answer is one load.

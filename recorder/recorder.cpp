@@ -23,8 +23,6 @@ namespace detail {
 Recorder* g_recorder = nullptr;
 }  // namespace detail
 
-thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec"))) = 0;
-
 namespace {
 
 using namespace detail;

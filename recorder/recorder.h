@@ -18,7 +18,9 @@ uint64_t now_ns();
 
 // The kernel thread id of the calling thread, cached per thread (and refreshed in a forked child). Inline: every
 // event asks.
-extern thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec")));
+// Defined here, inline and constant-initialized, as self_cost.h's countdown: an `extern thread_local` would be reached
+// through a TLS wrapper function (the variable might need dynamic initialization), which UBSan saw return null.
+inline thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec"))) = 0;
 uint32_t read_thread_id();
 inline uint32_t current_thread_id() {
   if (__builtin_expect(t_thread_id != 0, 1)) return t_thread_id;
