@@ -116,11 +116,16 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
       (g_free_requests[device].state.load(std::memory_order_relaxed) & 1) == 0) {
     return hold_request(g_free_requests[device], address, size, stream);
   }
-  // Read before a held request is claimed, and the time of this action's events: a call that finds the request
-  // already claimed reads its own clock later, so that a request recorded here comes before that call's event.
-  const uint64_t now = now_ns();
-  if (held_device) {
-    const HeldRequest request = claim_held_request(g_free_requests[device]);
+  // The time of this action's events, read after the slot was seen and before it is claimed, so that the trace
+  // orders this action and a concurrent call as they met at the slot: a request claimed here comes before the
+  // call's event (the call reads its clock after it found the slot claimed), and where the call claimed the request
+  // first (reading its clock before its claim), this action, seeing the slot no longer held, reads a later time.
+  PendingFreeRequest* slot = held_device ? &g_free_requests[device] : nullptr;
+  const bool seen_held = slot && (slot->state.load(std::memory_order_acquire) & 1) != 0;
+  uint64_t now = now_ns();
+  if (seen_held) {
+    const HeldRequest request = claim_held_request(*slot);
+    if (!request.claimed) now = now_ns();  // a call took it meanwhile, with an earlier time
     if (request.claimed && (action != GMT_TORCH_FREE_COMPLETED || address != request.address)) {
       EventRecord e = block_event(now, EventKind::FreeRequested, Api::torchBlockFreeRequested, device, request.address,
                                   request.size, request.stream);
