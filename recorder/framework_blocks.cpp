@@ -90,6 +90,13 @@ GMT_HOT EventRecord block_event(uint64_t time_ns, EventKind kind, Api api, int d
   return e;
 }
 
+// A claimed request as its event, with the time its claimer read (see the callers for where).
+GMT_HOT void record_held_request(uint64_t time_ns, int device, const HeldRequest& request) {
+  EventRecord e = block_event(time_ns, EventKind::FreeRequested, Api::torchBlockFreeRequested, device, request.address,
+                              request.size, request.stream);
+  record(e, /*take_stack=*/false);
+}
+
 }  // namespace
 }  // namespace gmt::recorder
 
@@ -127,9 +134,7 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
     const HeldRequest request = claim_held_request(*slot);
     if (!request.claimed) now = now_ns();  // a call took it meanwhile, with an earlier time
     if (request.claimed && (action != GMT_TORCH_FREE_COMPLETED || address != request.address)) {
-      EventRecord e = block_event(now, EventKind::FreeRequested, Api::torchBlockFreeRequested, device, request.address,
-                                  request.size, request.stream);
-      record(e, /*take_stack=*/false);
+      record_held_request(now, device, request);
     }
   }
   switch (action) {
@@ -204,13 +209,9 @@ extern "C" __attribute__((visibility("default"))) void gmt_torch_allocator_call(
     if ((slot.state.load(std::memory_order_acquire) & 1) == 0) continue;
     // Its time is read before the claim: a completion that another thread records for the block after finding
     // nothing to claim reads its clock later, so the trace never has the completion first.
-    EventRecord e = block_event(now_ns(), EventKind::FreeRequested, Api::torchBlockFreeRequested, held, 0, 0, 0);
+    const uint64_t time_ns = now_ns();
     const HeldRequest request = claim_held_request(slot);
-    if (!request.claimed) continue;
-    e.call.address = request.address;
-    e.call.size = request.size;
-    e.call.stream = request.stream;
-    record(e, /*take_stack=*/false);
+    if (request.claimed) record_held_request(time_ns, held, request);
   }
   EventRecord e = block_event(now_ns(), EventKind::AllocatorCall, api, device, 0, size, 0);
   e.memory_kind = gmt::schema::MemoryKind::None;

@@ -17,9 +17,9 @@ namespace gmt::recorder {
 uint64_t now_ns();
 
 // The kernel thread id of the calling thread, cached per thread (and refreshed in a forked child). Inline: every
-// event asks.
-// Defined here, inline and constant-initialized, as self_cost.h's countdown: an `extern thread_local` would be reached
-// through a TLS wrapper function (the variable might need dynamic initialization), which UBSan saw return null.
+// event asks. The variable is defined here, inline and constant-initialized, as self_cost.h's countdown: an `extern
+// thread_local` is reached through a TLS wrapper function (it might need dynamic initialization), which returned
+// null in the ASan+UBSan build.
 inline thread_local uint32_t t_thread_id __attribute__((tls_model("initial-exec"))) = 0;
 uint32_t read_thread_id();
 inline uint32_t current_thread_id() {

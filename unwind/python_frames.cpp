@@ -163,6 +163,11 @@ uintptr_t innermost_frame(const Interpreter& py) {
 // One step of the signature's hash: a multiply-xor chain, as for native stacks (recorder/stacks.cpp).
 inline uint64_t mix(uint64_t h, uint64_t value) { return (h ^ value) * 0x9e3779b97f4a7c15ull; }
 inline uint64_t rotate(uint64_t value, int bits) { return (value << bits) | (value >> (64 - bits)); }
+// One frame's part of the chain key: its address, code object, position and run flags. One multiply per frame (in
+// mix): the chain of them is the key loop's latency, beside the loads of the frame chain.
+inline uint64_t frame_value(uintptr_t frame, uintptr_t code, uint64_t position, uint64_t flags) {
+  return frame + rotate(code, 21) + rotate(position ^ (flags << 48), 42);
+}
 
 void read_chain(const Interpreter& py, PythonStack& stack) {
   const PythonLayout& l = *py.layout;
@@ -238,7 +243,7 @@ uint64_t chain_key(const Interpreter& py) {
       const auto code = read_at<uintptr_t>(frame, code_at);
       const auto position = read_at<uintptr_t>(frame, position_at);
       const uint64_t flags = static_cast<uint8_t>(read_at<char>(frame, owner_at));
-      key = mix(key, frame + rotate(code, 21) + rotate(position ^ (flags << 48), 42));
+      key = mix(key, frame_value(frame, code, position, flags));
       frame = read_at<uintptr_t>(frame, previous_at);
     }
     return key == 0 ? 1 : key;
@@ -254,8 +259,7 @@ uint64_t chain_key(const Interpreter& py) {
       flags |= static_cast<uint64_t>(static_cast<uint8_t>(read_at<char>(frame, static_cast<size_t>(l.frame_is_entry))))
                << 8;
     }
-    // One multiply per frame: the chain of them is this loop's latency, beside the loads of the frame chain.
-    uint64_t value = frame + rotate(code, 21) + rotate(position ^ (flags << 48), 42);
+    uint64_t value = frame_value(frame, code, position, flags);
     if (code_epoch != 0) {
       // Watched: the code object is named by its address under the count, and not read at all (in a deep chain
       // the outer frames' code objects are cache lines the app has not touched since it called down from them).
