@@ -88,6 +88,10 @@ def make_torch_shaped_trace(path, hostile_name=None):
         event(13, ALLOC, CUDA_MALLOC, *cuda, 1, E, 1 * MIB, "device1_buffers")
         event(14, FREE, CUDA_FREE, *cuda, 1, E, 0)
         db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('tensor_blocks', '1')")
+        # The run ends after the last event above, however quickly the simulated program ran (a run of under 14 ms
+        # put the trace's end before device 1's events, seen once in CI).
+        db.execute("UPDATE meta SET value = MAX(CAST(value AS INTEGER), ?) WHERE key = 'end_monotonic_ns'",
+                   (start + 15_000_000,))
     db.close()
     return stacks
 
@@ -106,6 +110,8 @@ def add_expandable_segment(path):
                        "address, size, stack_id, error) VALUES (?, ?, ?, ?, ?, 1000, 2, 0, ?, ?, ?, 0)",
                        (start + ms * 1_000_000, kind, api, TORCH, TENSOR_BLOCK, address, size,
                         stack if kind == ALLOC else 0))
+        db.execute("UPDATE meta SET value = MAX(CAST(value AS INTEGER), ?) WHERE key = 'end_monotonic_ns'",
+                   (start + 23_000_000,))  # after these events, as above
     db.close()
 
 
