@@ -76,7 +76,7 @@ constexpr int kMemoFrames = 80;
 // a loop miss.
 //
 // What a check reads is kept small and together, because a step's few hundred places are each checked once per
-// step, from far caches: each word's place as its offset from the entry stack pointer (4 bytes), and one hash of
+// step, from far caches: each word's place as its offset from the entry stack pointer (2 bytes), and one hash of
 // the values they held (value_hash, words_hash below) instead of the values. A changed word always changes the
 // hash (each of its lanes is a chain of bijections, and lanes are combined so that one differing lane shows); a
 // stored answer is wrongly taken only if several words changed at once in a way that cancels out, with
@@ -167,7 +167,8 @@ struct ThreadWalk {
   StoredWalk* stored = nullptr;  // kStoredWalks, zeroed
   uint32_t next_version = 1;
   uint8_t next_victim[kWalkSets] = {};
-  uint32_t previous_slot = 0;  // the stored walk that answered the previous walk (WalkIdentity::slot), 0: none
+  uint8_t last_answer[kWalkSets] = {};  // the way that answered last in each set: checked first
+  uint32_t previous_slot = 0;           // the stored walk that answered the previous walk (WalkIdentity::slot), 0: none
   uint32_t previous_version = 0;
 };
 
@@ -317,7 +318,11 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   walk->walking = true;  // from here to every return
   const size_t set = walk_set_of(sp);
   const bool to_the_cut = answer == StoredAnswer::kToTheCut;
-  for (int way = 0; way < kWalkWays; ++way) {
+  // The way that answered last, first: a place that allocates in a loop is answered by one check where other
+  // places, or the same place reached from elsewhere (its outer frames differ), share its stack pointer.
+  const int first_way = walk->last_answer[set];
+  for (int k = 0; k < kWalkWays; ++k) {
+    const int way = (first_way + k) % kWalkWays;
     const auto slot = static_cast<uint32_t>(set * kWalkWays + static_cast<size_t>(way));
     const StoredWalk& stored = walk->stored[slot];
     const bool cut = to_the_cut && stored.cut_frames != 0;
@@ -336,6 +341,7 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     walk->previous_frames = cut ? -1 : stored.frames;
     walk->previous_slot = cut ? 0 : slot + 1;
     walk->previous_version = stored.version;
+    walk->last_answer[set] = static_cast<uint8_t>(way);
     walk->walking = false;
     ++t_replayed_walks;
     t_cut_answers += cut ? 1 : 0;

@@ -451,6 +451,54 @@ TEST(FastUnwindTest, ManyStacksWalkedInTurnAreEachAnsweredFromTheStore) {
   }
 }
 
+// One place reached from two call sites of one caller: the same stack pointer at the walk's start and the same
+// inner frames, another return address further out. The asm after each call keeps the two calls apart.
+__attribute__((noinline)) Comparison reached_from(int site, gmt::unwind::WalkIdentity* identity) {
+  Comparison c;
+  if (site == 0) {
+    c = nested_a(3, identity);
+    asm volatile("nop" ::: "memory");
+  } else {
+    c = nested_a(3, identity);
+    asm volatile("nop\n\tnop\n\tnop" ::: "memory");
+  }
+  return c;
+}
+
+// Stacks that share a stack pointer are kept in one set, and a walk checks them one by one until one matches: the
+// one that answered last is checked first, so that a place walked again and again (an allocation loop) costs one
+// check, not one per other stack kept at its stack pointer.
+TEST(FastUnwindTest, APlaceWalkedAgainIsCheckedAgainstItsOwnStoredWalkFirst) {
+  gmt::unwind::WalkIdentity identities[2];
+  std::vector<void*> frames[2];
+  for (int round = 0; round < 4; ++round) {  // round 0 keeps both walks
+    for (int site = 0; site < 2; ++site) {
+      const uint64_t checks_before = gmt::unwind::fast_backtrace_word_checks_in_this_thread();
+      const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
+      for (int i = 0; i < 10; ++i) {
+        asm volatile("" : "+r"(site), "+r"(i));
+        gmt::unwind::WalkIdentity identity;
+        Comparison c = reached_from(site, &identity);
+        ASSERT_FALSE(c.fast_refused);
+        ASSERT_EQ(c.fast, c.slow) << "round " << round << ", site " << site << ", walk " << i;
+        if (round == 0 && i == 0) {
+          frames[site] = c.fast;
+          identities[site] = identity;
+        }
+        ASSERT_EQ(c.fast, frames[site]) << "round " << round << ", site " << site << ", walk " << i;
+        ASSERT_EQ(identity.version, identities[site].version);
+      }
+      if (round == 0) continue;
+      EXPECT_EQ(gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before, 10u);
+      // The first walk of a run may check the other site's stored walk first; the nine after it check their own.
+      EXPECT_LE(gmt::unwind::fast_backtrace_word_checks_in_this_thread() - checks_before, 11u)
+          << "round " << round << ", site " << site;
+    }
+  }
+  ASSERT_NE(frames[0], frames[1]) << "the two call sites were merged into one";
+  ASSERT_NE(identities[0].version, identities[1].version);
+}
+
 // A stored walk names each word it depends on by its distance from the walk's start in two bytes (512 KiB): a
 // stack with a frame larger than that in the middle is walked afresh each time, never kept, and stays exact.
 // Not instrumented by ASan, which could move the array to a heap-allocated fake frame.
