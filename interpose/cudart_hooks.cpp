@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "interpose/backend_start.h"
+#include "interpose/context_device.h"
 #include "interpose/hook_table.h"
 #include "recorder/backend.h"
 #include "recorder/cache_hints.h"
@@ -51,7 +52,13 @@ GMT_HOT EventRecord make_event(EventKind kind, Api api, MemoryKind memory_kind, 
   return e;
 }
 
+// The device the call ran on: that of the thread's current driver context, the one a runtime call operates on
+// (interpose/context_device.h), its device kept per thread. cudaGetDevice, asked on every event before, costs
+// ~40 ns a call on an H100 (bench/launch_cost.py, docs/benchmarks.md): two per allocation+free pair. It is still
+// the answer where no context is current or no driver is loaded (the simulated runtime).
 GMT_HOT int16_t current_device() {
+  const int16_t of_context = gmt::interpose::device_of_current_context(gmt::interpose::current_context());
+  if (of_context >= 0) return of_context;
   int device = -1;
   auto get_device = GMT_REAL(cudaGetDevice);
   if (get_device && get_device(&device) == cudaSuccess) return static_cast<int16_t>(device);

@@ -161,5 +161,37 @@ class DriverBackendsTest(TraceDirTestCase):
             self.assertEqual(self.events(hooks), self.events(cupti))
 
 
+CUDART_APP = os.path.join(FAKE_DIR, "cudart_over_driver_app")
+
+
+@unittest.skipUnless(os.path.exists(CUDART_APP), "the fake driver fixture is not built")
+class RuntimeHooksOverADriverTest(TraceDirTestCase):
+    """The runtime backend's hooks name the device of the thread's current driver context, the one a runtime call
+    operates on (interpose/context_device.h), not cudaGetDevice's answer: cudart_over_driver_app's third
+    allocation runs with device 1 set in the (simulated) runtime and device 0's context current."""
+
+    def test_each_event_names_the_device_of_the_current_context(self):
+        trace = self.path("runtime.db")
+        path = os.environ.get("LD_LIBRARY_PATH", "")
+        result = run_cli("run", "-q", "--backend", "runtime", "-o", trace, "--", CUDART_APP,
+                         env={"LD_LIBRARY_PATH": FAKE_DIR + (":" + path if path else ""),
+                              "GMT_SIM_DEVICE_COUNT": "2", "GMT_SIM_QUIET": "1"})
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("cudart_over_driver_app: done", result.stdout)
+        db = sqlite3.connect(trace)
+        self.assertEqual(db.execute("SELECT value FROM meta WHERE key = 'backend'").fetchone(), ("runtime",))
+        events = db.execute("SELECT k.name, a.name, e.device, e.size FROM events e "
+                            "JOIN event_kinds k ON k.id = e.kind JOIN apis a ON a.id = e.api "
+                            "ORDER BY e.id").fetchall()
+        self.assertEqual(events, [
+            ("alloc", "cudaMalloc", 0, MIB),
+            ("alloc", "cudaMalloc", 1, 2 * MIB),
+            ("alloc", "cudaMalloc", 0, 3 * MIB),
+            ("free", "cudaFree", 0, 0),
+            ("free", "cudaFree", 1, 0),
+            ("free", "cudaFree", 0, 0),
+        ])
+
+
 if __name__ == "__main__":
     unittest.main()
