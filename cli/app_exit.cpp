@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "cli/run_files.h"
 #include "schema/event_counters.h"
 #include "schema/trace_init.h"
 #include "schema/trace_schema.h"
@@ -17,13 +18,11 @@ namespace gmt::cli {
 std::string make_event_counters_file() {
   // In memory (tmpfs) where there is one: a shared mapping of a file on disk is written back now and then, and the
   // first store after each write-back faults in the app's thread.
-  const char* tmp = getenv("TMPDIR");
-  std::string dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp && *tmp ? tmp : "/tmp");
-  std::string path = dir + "/gpumemtrace-counters-XXXXXX";
-  const int fd = mkstemp(path.data());
-  if (fd < 0) return {};
-  const bool sized = ftruncate(fd, sizeof(schema::EventCounters)) == 0;
-  close(fd);
+  const std::string dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : temporary_folder();
+  remove_files_of_ended_runs(dir, "counters");
+  std::string path = make_run_file(dir, "counters");
+  if (path.empty()) return {};
+  const bool sized = truncate(path.c_str(), sizeof(schema::EventCounters)) == 0;
   if (!sized) unlink(path.c_str());
   return sized ? path : std::string();
 }

@@ -20,6 +20,7 @@
 #include "cli/install_layout.h"
 #include "cli/launcher.h"
 #include "cli/post_run.h"
+#include "cli/run_files.h"
 #include "cli/sanitizer_runtime.h"
 #include "schema/environment.h"
 #include "schema/trace_naming.h"
@@ -107,12 +108,8 @@ void add_nvtx_environment(const RunOptions& options, const std::string& preload_
 // A file the traced processes append their trace paths to (one line each), so that after the run we know
 // every trace it produced, forked and exec'ed children included.
 std::string make_registry_file() {
-  const char* tmp = getenv("TMPDIR");
-  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/gpumemtrace-run-XXXXXX";
-  int fd = mkstemp(path.data());
-  if (fd < 0) return {};
-  close(fd);
-  return path;
+  remove_files_of_ended_runs(temporary_folder(), "run");
+  return make_run_file(temporary_folder(), "run");
 }
 
 std::vector<std::string> read_registry(const std::string& path) {

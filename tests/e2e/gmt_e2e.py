@@ -79,7 +79,7 @@ def wait_for(predicate, timeout=30.0, what="condition"):
 def stop_run(app, timeout=30):
     """Ends a `gpumemtrace run` started with Popen as a user's Ctrl-C or an orchestrator would: SIGTERM, which run
     forwards to its app, then waits for both. SIGKILL only if that did not end it: a killed run leaves its app
-    running on its own and its temporary files behind."""
+    running on its own, and its temporary files for the next run to remove."""
     if app.poll() is None:
         app.terminate()
         try:
