@@ -238,8 +238,9 @@ class ContextCycleTest(TraceDirTestCase):
     MIB = 1 << 20
 
     def test_each_allocation_names_its_context_and_its_device(self):
-        # The runtime backend's events name no context; their device is the current context's, kept per thread as
-        # the driver hooks keep it (interpose/context_device.h).
+        # The runtime backend sees the runtime's allocations only (the primary contexts'), and names no context;
+        # their device is the current context's, kept per thread as the driver hooks keep it
+        # (interpose/context_device.h).
         for backend in BACKENDS + ("runtime",):
             with self.subTest(backend=backend):
                 trace = self.path(f"context_cycle-{backend}.db")
@@ -249,18 +250,22 @@ class ContextCycleTest(TraceDirTestCase):
                 self.assertEqual([name for name, *_ in printed],
                                  ["created0", "created1", "created2", "primary0", "primary1"], result.stdout)
                 expected = {}  # by address: a reused address holds the allocations of each context made there
-                for _, address, count in printed:
-                    expected[int(address, 16)] = expected.get(int(address, 16), 0) + int(count)
+                for name, address, count in printed:
+                    if backend != "runtime" or name.startswith("primary"):
+                        expected[int(address, 16)] = expected.get(int(address, 16), 0) + int(count)
                 db = sqlite3.connect(trace)
                 rows = db.execute("SELECT context, device, count(*) FROM events WHERE kind = 1 AND size IN "
                                   f"({self.MIB}, {2 * self.MIB}, {3 * self.MIB}, {4 * self.MIB}) "
                                   "GROUP BY context, device").fetchall()
                 db.close()
                 if backend == "runtime":
+                    # Its verdicts are not this test's: it misses the driver API's allocations and their frees.
                     self.assertEqual([(device, n) for _, device, n in rows], [(0, sum(expected.values()))])
-                else:
-                    self.assertEqual({(context, device): n for context, device, n in rows},
-                                     {(address, 0): n for address, n in expected.items()})
+                    print(f"FIGURE context_cycle under runtime: {sum(expected.values())} runtime allocations, "
+                          "each on its context's device")
+                    continue
+                self.assertEqual({(context, device): n for context, device, n in rows},
+                                 {(address, 0): n for address, n in expected.items()})
                 report = report_json(trace)
                 truth = parse_truth(result.stdout)[0]
                 self.assertEqual(report["totals"]["leaked_bytes"], truth["leaked_bytes"])
