@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdio>
 
 namespace {
