@@ -167,10 +167,17 @@ struct ThreadWalk {
   StoredWalk* stored = nullptr;  // kStoredWalks, zeroed
   uint32_t next_version = 1;
   uint8_t next_victim[kWalkSets] = {};
-  uint8_t last_answer[kWalkSets] = {};  // the way that answered last in each set: checked first
+  uint8_t last_answer[kWalkSets] = {};  // the way that answered last in each set
   uint32_t previous_slot = 0;           // the stored walk that answered the previous walk (WalkIdentity::slot), 0: none
   uint32_t previous_version = 0;
+  // The order of a thread's walks repeats (a training step allocates from the same places in the same order every
+  // step): for each stored walk, the slot that answered or kept the walk after it (slot + 1; 0: none yet), whose
+  // way is checked first when it lies in the set of the walk's stack pointer. This serves places that alternate at
+  // one stack pointer, for which the way that answered last is the other place's.
+  uint16_t successor[kStoredWalks] = {};
+  uint32_t predecessor = 0;  // previous_slot as this walk began: whose successor this walk's slot becomes
 };
+static_assert(kStoredWalks < UINT16_MAX);
 
 thread_local ThreadWalk* t_walk __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local bool t_walk_unusable __attribute__((tls_model("initial-exec"))) = false;
@@ -283,6 +290,7 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
   if (identity) *identity = WalkIdentity{slot + 1, stored.version, crossed, false};
   walk.previous_slot = slot + 1;
   walk.previous_version = stored.version;
+  if (walk.predecessor != 0) walk.successor[walk.predecessor - 1] = static_cast<uint16_t>(slot + 1);
 }
 
 size_t walk_set_of(uintptr_t sp) { return ((sp >> 3) * 0x9e3779b97f4a7c15ull) >> (64 - kWalkSetBits); }
@@ -318,9 +326,15 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   walk->walking = true;  // from here to every return
   const size_t set = walk_set_of(sp);
   const bool to_the_cut = answer == StoredAnswer::kToTheCut;
-  // The way that answered last, first: a place that allocates in a loop is answered by one check where other
-  // places, or the same place reached from elsewhere (its outer frames differ), share its stack pointer.
-  const int first_way = walk->last_answer[set];
+  // Which way to check first: the one that followed the previous walk's last time (ThreadWalk::successor), else
+  // the one that answered last in this set. A place that allocates in a loop, or in an order that repeats, is then
+  // answered by one check where other places (or the same place reached from elsewhere: its outer frames differ)
+  // share its stack pointer.
+  walk->predecessor = walk->previous_slot;
+  const uint32_t predicted = walk->previous_slot != 0 ? walk->successor[walk->previous_slot - 1] : 0;
+  const int last_way = walk->last_answer[set];
+  const int first_way =
+      predicted != 0 && (predicted - 1) / kWalkWays == set ? static_cast<int>((predicted - 1) % kWalkWays) : last_way;
   for (int k = 0; k < kWalkWays; ++k) {
     const int way = (first_way + k) % kWalkWays;
     const auto slot = static_cast<uint32_t>(set * kWalkWays + static_cast<size_t>(way));
@@ -342,6 +356,7 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     walk->previous_slot = cut ? 0 : slot + 1;
     walk->previous_version = stored.version;
     walk->last_answer[set] = static_cast<uint8_t>(way);
+    if (walk->predecessor != 0) walk->successor[walk->predecessor - 1] = static_cast<uint16_t>(slot + 1);
     walk->walking = false;
     ++t_replayed_walks;
     t_cut_answers += cut ? 1 : 0;
