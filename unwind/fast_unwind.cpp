@@ -175,7 +175,6 @@ struct ThreadWalk {
   // way is checked first when it lies in the set of the walk's stack pointer. This serves places that alternate at
   // one stack pointer, for which the way that answered last is the other place's.
   uint16_t successor[kStoredWalks] = {};
-  uint32_t predecessor = 0;  // previous_slot as this walk began: whose successor this walk's slot becomes
 };
 static_assert(kStoredWalks < UINT16_MAX);
 
@@ -290,7 +289,6 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
   if (identity) *identity = WalkIdentity{slot + 1, stored.version, crossed, false};
   walk.previous_slot = slot + 1;
   walk.previous_version = stored.version;
-  if (walk.predecessor != 0) walk.successor[walk.predecessor - 1] = static_cast<uint16_t>(slot + 1);
 }
 
 size_t walk_set_of(uintptr_t sp) { return ((sp >> 3) * 0x9e3779b97f4a7c15ull) >> (64 - kWalkSetBits); }
@@ -330,8 +328,11 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
   // the one that answered last in this set. A place that allocates in a loop, or in an order that repeats, is then
   // answered by one check where other places (or the same place reached from elsewhere: its outer frames differ)
   // share its stack pointer.
-  walk->predecessor = walk->previous_slot;
-  const uint32_t predicted = walk->previous_slot != 0 ? walk->successor[walk->previous_slot - 1] : 0;
+  const uint32_t predecessor = walk->previous_slot;  // whose successor this walk's slot becomes
+  const uint32_t predicted = predecessor != 0 ? walk->successor[predecessor - 1] : 0;
+  auto follows = [&](uint32_t slot_number) {  // this walk's slot, answered or kept (slot + 1)
+    if (predecessor != 0 && slot_number != 0) walk->successor[predecessor - 1] = static_cast<uint16_t>(slot_number);
+  };
   const int last_way = walk->last_answer[set];
   const int first_way =
       predicted != 0 && (predicted - 1) / kWalkWays == set ? static_cast<int>((predicted - 1) % kWalkWays) : last_way;
@@ -356,7 +357,7 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     walk->previous_slot = cut ? 0 : slot + 1;
     walk->previous_version = stored.version;
     walk->last_answer[set] = static_cast<uint8_t>(way);
-    if (walk->predecessor != 0) walk->successor[walk->predecessor - 1] = static_cast<uint16_t>(slot + 1);
+    follows(slot + 1);
     walk->walking = false;
     ++t_replayed_walks;
     t_cut_answers += cut ? 1 : 0;
@@ -390,6 +391,7 @@ GMT_HOT __attribute__((noinline, no_sanitize("address"))) int fast_backtrace(voi
     walk->previous_slot = 0;
     if (result >= 0 && result <= kMemoFrames && reads <= kMaxReplayReads && answer != StoredAnswer::kWholeUnkept) {
       keep_walk(*walk, set, max_frames, frames, result, reads, cut, identity);
+      follows(walk->previous_slot);  // set by keep_walk where it kept the walk
     }
     walk->walking = false;
     return result;
