@@ -26,21 +26,12 @@ struct ContextDevice {
 };
 thread_local ContextDevice t_context_device __attribute__((tls_model("initial-exec")));
 
-// Set once cuCtxGetCurrent is found missing: no driver in this process (driver_table.cpp does not look again once
-// libcuda could not be loaded), or one without it. Every event of the simulated runtime comes here.
-std::atomic<bool> g_no_driver_query{false};
-
 }  // namespace
 
 GMT_HOT uint64_t current_context() {
-  if (g_no_driver_query.load(std::memory_order_relaxed)) return 0;
   CUcontext context = nullptr;
   auto get_current = GMT_DRIVER_REAL(cuCtxGetCurrent);
-  if (!get_current) {
-    g_no_driver_query.store(true, std::memory_order_relaxed);
-    return 0;
-  }
-  if (get_current(&context) == CUDA_SUCCESS) return reinterpret_cast<uint64_t>(context);
+  if (get_current && get_current(&context) == CUDA_SUCCESS) return reinterpret_cast<uint64_t>(context);
   return 0;
 }
 

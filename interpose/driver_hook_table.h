@@ -66,6 +66,9 @@ const char* driver_hook_name(int index);
 
 // Each entry's libcuda function once known (driver_table.cpp; constant-initialized, valid before any constructor).
 extern std::atomic<void*> g_driver_real[static_cast<size_t>(DriverFn::Count)];
+// Set once libcuda.so.1 could not be loaded (driver_table.cpp): the disk is not searched again, and no entry will be
+// found (the simulated runtime's processes, whose every event asks for cuCtxGetCurrent).
+extern std::atomic<bool> g_no_driver;
 void* find_driver_real(DriverFn fn);
 
 // libcuda's function behind an entry, resolved by exported name on first use (loading libcuda, RTLD_LOCAL, in
@@ -74,7 +77,8 @@ void* find_driver_real(DriverFn fn);
 // cuCtxGetCurrent ask.
 inline void* driver_real(DriverFn fn) {
   void* real = g_driver_real[static_cast<size_t>(fn)].load(std::memory_order_acquire);
-  return real ? real : find_driver_real(fn);
+  if (real) return real;
+  return g_no_driver.load(std::memory_order_relaxed) ? nullptr : find_driver_real(fn);
 }
 
 // Records the real function a dlsym lookup found in libcuda, so the wrapper need not look it up again.

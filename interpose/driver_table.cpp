@@ -28,7 +28,6 @@ static_assert(sizeof(kNames) / sizeof(kNames[0]) == kCount);
 
 // All constant-initialized (zero): valid before any constructor runs.
 std::atomic<void*> g_libcuda{nullptr};     // our own reference to libcuda, never closed (see libcuda_handle)
-std::atomic<bool> g_no_driver{false};      // libcuda.so.1 could not be loaded: do not search the disk again
 std::atomic<uintptr_t> g_libcuda_base{0};  // dli_fbase of libcuda, once known
 std::atomic<bool> g_all_resolved{false};
 std::atomic<int> g_debug{-1};  // -1: not read yet
@@ -82,6 +81,7 @@ int driver_hook_index(const char* symbol) {
 
 const char* driver_hook_name(int index) { return index >= 0 && index < kCount ? kNames[index] : "?"; }
 
+std::atomic<bool> g_no_driver{false};
 std::atomic<void*> g_driver_real[static_cast<size_t>(DriverFn::Count)];
 
 void* find_driver_real(DriverFn fn) {
