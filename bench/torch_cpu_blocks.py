@@ -184,7 +184,8 @@ CONFIGS = {
 def recorder_meta(trace):
     """What the recorder said of its own cost and its stack walks (the trace's meta), for the figures' lines."""
     keys = ("self_cost_block_ns_per_event", "self_cost_block_phase_ns", "stack_walks_counted",
-            "stack_walks_stored", "stack_walks_to_the_cut", "stack_walk_word_checks", "stack_memo_hits")
+            "stack_walks_stored", "stack_walks_to_the_cut", "stack_walk_word_checks", "stack_walks_evicted",
+            "stack_memo_hits")
     with sqlite3.connect(trace) as db:
         meta = dict(db.execute("SELECT key, value FROM meta"))
     return {key: meta.get(key, "-") for key in keys}

@@ -258,6 +258,7 @@ def self_cost_note(trace):
         parts.append(f"stacks {meta['stack_walks_counted']}, stored walks {meta['stack_walks_stored']}, "
                      f"memo {meta.get('stack_memo_hits')}, to the cut {meta.get('stack_walks_to_the_cut', '-')}, "
                      f"stored walks checked {meta.get('stack_walk_word_checks', '-')}, "
+                     f"evicted {meta.get('stack_walks_evicted', '-')}, "
                      f"code watcher {'on' if 'python_code_watcher' in meta else 'off'}")
     if "self_cost_block_phase_ns" in meta:  # where a block event's time goes (recorder/self_cost.h's CostPhase)
         parts.append(f"block phases {meta['self_cost_block_phase_ns']} ns")

@@ -99,9 +99,11 @@ std::atomic<uint64_t> g_walks_counted{0};
 std::atomic<uint64_t> g_walks_stored{0};
 std::atomic<uint64_t> g_walks_to_the_cut{0};
 std::atomic<uint64_t> g_walk_word_checks{0};
+std::atomic<uint64_t> g_walk_evictions{0};
 thread_local uint64_t t_walks_stored_counted __attribute__((tls_model("initial-exec"))) = 0;
 thread_local uint64_t t_walks_to_the_cut_counted __attribute__((tls_model("initial-exec"))) = 0;
 thread_local uint64_t t_walk_word_checks_counted __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint64_t t_walk_evictions_counted __attribute__((tls_model("initial-exec"))) = 0;
 
 // This thread's walks, numbered, and the skipped ranges its last walk was cut by (RawStack::walk).
 thread_local uint64_t t_walks __attribute__((tls_model("initial-exec"))) = 0;
@@ -177,7 +179,8 @@ StackWalkCounts stack_walk_counts() {
           g_walk_mismatches.load(std::memory_order_relaxed),  g_memo_hits.load(std::memory_order_relaxed),
           g_memo_checked.load(std::memory_order_relaxed),     g_memo_mismatches.load(std::memory_order_relaxed),
           g_walks_counted.load(std::memory_order_relaxed),    g_walks_stored.load(std::memory_order_relaxed),
-          g_walks_to_the_cut.load(std::memory_order_relaxed), g_walk_word_checks.load(std::memory_order_relaxed)};
+          g_walks_to_the_cut.load(std::memory_order_relaxed), g_walk_word_checks.load(std::memory_order_relaxed),
+          g_walk_evictions.load(std::memory_order_relaxed)};
 }
 
 namespace {
@@ -294,6 +297,9 @@ GMT_HOT void capture_stack(RawStack& stack) {
     const uint64_t word_checks = unwind::fast_backtrace_word_checks_in_this_thread();
     g_walk_word_checks.fetch_add(word_checks - t_walk_word_checks_counted, std::memory_order_relaxed);
     t_walk_word_checks_counted = word_checks;
+    const uint64_t evictions = unwind::fast_backtrace_evictions_in_this_thread();
+    g_walk_evictions.fetch_add(evictions - t_walk_evictions_counted, std::memory_order_relaxed);
+    t_walk_evictions_counted = evictions;
   }
   forget_previous_capture(stack);
   bool memo_answered = false;

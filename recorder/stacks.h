@@ -60,6 +60,7 @@ struct StackWalkCounts {
   uint64_t stored_walks = 0;      // among them, walks a stored walk answered (fast_unwind.cpp) without walking
   uint64_t walks_to_the_cut = 0;  // among those, answers checked up to CPython's eval loop only
   uint64_t walk_word_checks = 0;  // stored walks checked word by word, matching or not (by 64 walks, as walks)
+  uint64_t walk_evictions = 0;    // stored walks overwritten while still valid, their set full (by 64 walks)
 };
 StackWalkCounts stack_walk_counts();
 

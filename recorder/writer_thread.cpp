@@ -61,6 +61,7 @@ void write_stack_walk_meta(Recorder& r) {
   r.writer.set_meta(schema::meta::kStackWalksStored, std::to_string(counts.stored_walks));
   r.writer.set_meta(schema::meta::kStackWalksToTheCut, std::to_string(counts.walks_to_the_cut));
   r.writer.set_meta(schema::meta::kStackWalkWordChecks, std::to_string(counts.walk_word_checks));
+  r.writer.set_meta(schema::meta::kStackWalksEvicted, std::to_string(counts.walk_evictions));
   if (s.unwind != UnwindMode::Check) return;
   r.writer.set_meta(schema::meta::kStackWalksChecked, std::to_string(counts.checked));
   r.writer.set_meta(schema::meta::kStackWalkMismatches, std::to_string(counts.mismatches));

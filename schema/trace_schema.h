@@ -531,6 +531,10 @@ inline constexpr const char* kStackWalksToTheCut = "stack_walks_to_the_cut";
 // answers where one stack pointer names one place, more where several places allocate at one depth. Counted per
 // thread by 64 walks, as stack_walks_counted. Absent before 2026-12-07.
 inline constexpr const char* kStackWalkWordChecks = "stack_walk_word_checks";
+// Stored walks overwritten by another walk while still valid, their set of the store full (unwind/fast_unwind.h):
+// each such place is walked afresh when it comes again. Near 0 where a thread's store holds every place it allocates
+// from. Counted per thread by 64 walks, as stack_walks_counted. Absent before 2026-12-07's eight-way store.
+inline constexpr const char* kStackWalksEvicted = "stack_walks_evicted";
 // The id CPython gave our code watcher (3.12+, recorder/python_code_watch.cpp): while code objects are watched the
 // stack memo keys Python frames by their code object's address and the count of code objects destroyed
 // (unwind/python_frames.h). Absent where it was not registered (before 3.12, or in traces of earlier versions).

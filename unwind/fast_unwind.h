@@ -53,7 +53,11 @@ int fast_backtrace(void** frames, int max_frames, bool* same_as_previous = nullp
 #define GMT_WALK_SET_BITS 6  // benchmarks may build with more (-DGMT_WALK_SET_BITS=8)
 #endif
 inline constexpr int kWalkSetBits = GMT_WALK_SET_BITS;
-inline constexpr int kStoredWalks = (1 << kWalkSetBits) * 4;
+// Eight ways: the places a step allocates from share sets by their stack pointers' hash, and several places often
+// share one stack pointer; with four ways a process whose stack addresses made five hot walks share a set walked
+// them afresh every step (fast_unwind.cpp, keep_walk).
+inline constexpr int kWalkWays = 8;
+inline constexpr int kStoredWalks = (1 << kWalkSetBits) * kWalkWays;
 
 // One stored walk's answer: slot 1..kStoredWalks of the calling thread's store, and the version that slot had.
 // Two walks of one thread with the same identity returned the same frames (the stack words they depend on held
@@ -94,5 +98,8 @@ uint64_t fast_backtrace_cut_answers_in_this_thread();
 // then matched or not): one per answered walk when the stack pointer names one place; more where several places
 // allocate at the same depth and share a set.
 uint64_t fast_backtrace_word_checks_in_this_thread();
+// How many kept walks this thread overwrote with another while they were still valid (its set was full): each costs
+// a fresh walk when its place comes again. Near zero where the store holds a step's places.
+uint64_t fast_backtrace_evictions_in_this_thread();
 
 }  // namespace gmt::unwind

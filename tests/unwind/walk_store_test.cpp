@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "unwind/fast_unwind.h"
@@ -155,6 +156,103 @@ TEST(FastUnwindTest, PlacesThatAlternateAtOneStackPointerAreEachCheckedOnce) {
   ASSERT_NE(frames[0], frames[1]) << "the two call sites were merged into one";
   EXPECT_EQ(replays, 6u);
   EXPECT_EQ(checks, 6u) << "walks that alternate checked the other place's stored walk first";
+}
+
+// Many places reached at one stack pointer: the same inner frames, each site another function of the same frame
+// size (its own return address further out), all called from one call site below.
+template <int Site>
+__attribute__((noinline)) Comparison at_site(gmt::unwind::WalkIdentity* identity) {
+  Comparison c = nested_a(3, identity);
+  asm volatile(".rept %c0\n\tnop\n\t.endr" ::"i"(Site + 1) : "memory");  // no two sites folded into one
+  return c;
+}
+using SiteFunction = Comparison (*)(gmt::unwind::WalkIdentity*);
+constexpr SiteFunction kSites[] = {at_site<0>, at_site<1>, at_site<2>, at_site<3>, at_site<4>,  at_site<5>,
+                                   at_site<6>, at_site<7>, at_site<8>, at_site<9>, at_site<10>, at_site<11>};
+__attribute__((noinline)) Comparison walk_at_site(int site, gmt::unwind::WalkIdentity* identity) {
+  SiteFunction f = kSites[site];
+  asm volatile("" : "+r"(f));
+  Comparison c = f(identity);
+  asm volatile("" ::: "memory");
+  return c;
+}
+
+// Runs `body` on a thread of its own: a store of kept walks that no earlier test filled.
+template <typename Body>
+void on_a_fresh_thread(Body body) {
+  std::thread thread(body);
+  thread.join();
+}
+
+// Several hot places at one stack pointer (one step's allocations at one depth: they all share one set of the store)
+// are all kept while they fit the set's ways, walked in turn or not. A store that overwrote its ways in turn lost
+// every one of six places taken in a cycle, each overwritten just before its next use, where it had four ways.
+TEST(FastUnwindTest, SixPlacesAtOneStackPointerTakenInTurnAreAllAnsweredFromTheStore) {
+  constexpr int kPlaces = 6;
+  std::vector<void*> frames[kPlaces];
+  uint64_t replays = 0, evictions = 0;
+  on_a_fresh_thread([&] {
+    for (int round = 0; round < 4; ++round) {
+      for (int site = 0; site < kPlaces; ++site) {
+        asm volatile("" : "+r"(site));
+        const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
+        gmt::unwind::WalkIdentity identity;
+        Comparison c = walk_at_site(site, &identity);
+        ASSERT_FALSE(c.fast_refused);
+        ASSERT_EQ(c.fast, c.slow) << "round " << round << ", site " << site;
+        if (round == 0) frames[site] = c.fast;
+        ASSERT_EQ(c.fast, frames[site]) << "round " << round << ", site " << site;
+        if (round > 0) replays += gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before;
+      }
+    }
+    evictions = gmt::unwind::fast_backtrace_evictions_in_this_thread();
+  });
+  for (int site = 1; site < kPlaces; ++site) ASSERT_NE(frames[site], frames[0]) << "site " << site;
+  EXPECT_EQ(replays, 3u * kPlaces) << "places kept at one stack pointer were overwritten before their next use";
+  EXPECT_EQ(evictions, 0u);
+}
+
+// A set that must take more walks than its ways loses the least recently used ones: a place walked between every
+// one of a run of walks seen once each (a warm-up's, a rare path's) keeps its stored walk, where overwriting in turn
+// lost it once the others had filled the ways after it.
+TEST(FastUnwindTest, AHotPlaceKeepsItsStoredWalkWhileOnceSeenPlacesFillItsSet) {
+  constexpr int kOnceSeen = 11;  // more than the set's other ways
+  std::vector<int> sites;        // 0, 1, 0, 2, 0, ..., 0, 11, 0: the hot place between each of the others
+  for (int site = 1; site <= kOnceSeen; ++site) sites.insert(sites.end(), {0, site});
+  sites.push_back(0);
+  std::vector<Comparison> seen;
+  std::vector<gmt::unwind::WalkIdentity> identities;
+  std::vector<uint64_t> replayed;
+  uint64_t evictions = 0;
+  on_a_fresh_thread([&] {
+    for (int site : sites) {  // one call site for all: the places differ only by the site function
+      const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
+      gmt::unwind::WalkIdentity identity;
+      seen.push_back(walk_at_site(site, &identity));
+      identities.push_back(identity);
+      replayed.push_back(gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before);
+    }
+    evictions = gmt::unwind::fast_backtrace_evictions_in_this_thread();
+  });
+  ASSERT_EQ(seen.size(), sites.size());
+  for (size_t i = 0; i < sites.size(); ++i) {
+    ASSERT_FALSE(seen[i].fast_refused) << "walk " << i;
+    ASSERT_EQ(seen[i].fast, seen[i].slow) << "walk " << i;
+    ASSERT_NE(identities[i].slot, 0u) << "walk " << i;
+    if (sites[i] != 0) {
+      EXPECT_EQ(replayed[i], 0u) << "walk " << i << ": site " << sites[i] << " is seen once";
+      ASSERT_NE(seen[i].fast, seen[0].fast) << "site " << sites[i] << " was folded into site 0";
+      continue;
+    }
+    ASSERT_EQ(seen[i].fast, seen[0].fast) << "walk " << i;
+    if (i == 0) continue;
+    EXPECT_EQ(replayed[i], 1u) << "walk " << i << ": the hot place was walked afresh";
+    EXPECT_EQ(identities[i].slot, identities[0].slot) << "walk " << i;
+    EXPECT_EQ(identities[i].version, identities[0].version) << "walk " << i;
+  }
+  // The once-seen places overflowed the set by the ones the hot place's way could not take: the store says it
+  // overwrote that many valid walks.
+  EXPECT_EQ(evictions, static_cast<uint64_t>(kOnceSeen - (gmt::unwind::kWalkWays - 1)));
 }
 
 // A stored walk names each word it depends on by its distance from the walk's start in two bytes (512 KiB): a
