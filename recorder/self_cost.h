@@ -25,11 +25,11 @@ enum class CostedKind : int { Cuda = 0, Block = 1 };
 void add_self_cost_sample(CostedKind kind, uint64_t ns);
 
 // Where a sampled block event's time goes, phase by phase (meta self_cost_block_phase_ns), so that the next change
-// to the hot path is aimed at its largest part: the native walk (or its stored answer), the Python chain's key and
-// the stack memo's lookup, the Python frames read and merged (a memo miss), the stack's id (hash, cache, intern),
-// and the rest of the record (the buffer append).
-enum class CostPhase : int { Walk = 0, PythonKey, PythonMerge, StackId, Append };
-inline constexpr int kCostPhases = 5;
+// to the hot path is aimed at its largest part: the native walk (or its stored answer), the Python chain's key, the
+// stack memo's lookup, the Python frames read and merged (a memo miss), the stack's id (hash, cache, intern), and
+// the rest of the record (the buffer append).
+enum class CostPhase : int { Walk = 0, PythonKey, Memo, PythonMerge, StackId, Append };
+inline constexpr int kCostPhases = 6;
 
 struct SelfCostTotals {
   uint64_t sampled[2] = {0, 0};  // by CostedKind

@@ -305,12 +305,13 @@ GMT_HOT void capture_stack(RawStack& stack) {
   bool memo_answered = false;
   if (identity.slot != 0 && memo_on) {
     const uint64_t python_key = unwind::python_chain_key();
+    mark_cost_phase(CostPhase::PythonKey);
     // With the cut, a walk kept to the cut stands for its frames beyond the cut only together with a Python chain.
     if (!(cutting && identity.cut) || python_key != 0) {
       memo_answered = look_up_stack_memo(stack, identity, skipped, python_key);
     }
   }
-  mark_cost_phase(CostPhase::PythonKey);
+  mark_cost_phase(CostPhase::Memo);
   if (memo_answered) {
     t_first_frame_at_last_walk = -1;  // not computed for this walk
     if (settings().unwind != UnwindMode::Check) return;
@@ -345,12 +346,13 @@ GMT_HOT void capture_stack(RawStack& stack) {
 GMT_HOT bool capture_python_only_stack(RawStack& stack) {
   mark_cost_phase(CostPhase::Walk);  // no walk: its phase stays ~0
   const uint64_t python_key = unwind::python_chain_key();
+  mark_cost_phase(CostPhase::PythonKey);
   if (python_key == 0) return false;
   forget_previous_capture(stack);
   // Under the walk version 0, which no stored walk has: these entries never answer a native stack's capture.
   const bool answered =
       settings().stack_memo && look_up_stack_memo(stack, unwind::WalkIdentity{}, /*skipped=*/0, python_key);
-  mark_cost_phase(CostPhase::PythonKey);
+  mark_cost_phase(CostPhase::Memo);
   if (answered) return true;
   unwind::PythonStack python;
   if (!unwind::read_python_stack(python)) return false;

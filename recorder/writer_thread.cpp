@@ -82,7 +82,8 @@ void write_self_cost_meta(Recorder& r) {
     r.writer.set_meta(keys[k][1], std::to_string(totals.ns[k] / totals.sampled[k]));
   }
   if (totals.phase_samples == 0) return;
-  static const char* const kPhaseNames[kCostPhases] = {"walk", "python_key", "python_merge", "stack_id", "append"};
+  static const char* const kPhaseNames[kCostPhases] = {"walk",         "python_key", "memo",
+                                                       "python_merge", "stack_id",   "append"};
   std::string phases;
   for (int p = 0; p < kCostPhases; ++p) {
     phases +=
