@@ -202,22 +202,28 @@ namespace {
 // adds to the walk's own check: a native caller that reaches the same Python frames (same frame addresses, code and
 // positions) by another native path with the same stack depth would get the first path's stack; the check mode counts
 // any such answer as a mismatch.
+//
+// Small: a lookup reads its set between the app's own work, from far caches (on an H100 the memo's lookup and the
+// chain's key took 276-293 ns per block event together). An entry takes 32 bytes, a set of four two cache lines
+// (40-byte entries spread a set over three or four).
 struct StackMemoEntry {
-  uint32_t walk_version = 0;    // the stored walk's version it was taken at; 0: empty
-  int32_t skipped_ranges = -1;  // the cut (skip_cuda_library_frames) it was taken with
-  uint64_t python_key = 0;      // unwind::python_chain_key(); 0: no Python frames
-  const StackTable* table = nullptr;
+  uint64_t python_key = 0;         // unwind::python_chain_key(); 0: no Python frames
   const uintptr_t* pcs = nullptr;  // the table's copy (never moves)
+  uint32_t walk_version = 0;       // the stored walk's version it was taken at; 0: empty
   uint32_t id = 0;                 // 0: not known yet (record() fills it)
-  int32_t depth = 0;
+  uint32_t table = 0;              // StackTable::serial of the table the id is in
+  int16_t skipped_ranges = -1;     // the cut (skip_cuda_library_frames) it was taken with
+  int16_t depth = 0;
 };
+static_assert(sizeof(StackMemoEntry) == 32, "a set of four ways in two cache lines");
+static_assert(kMaxStackDepth <= INT16_MAX);
 
-constexpr int kStackMemoSetBits = 9;  // 512 sets of kStackMemoWays: 2048 entries, 80 KiB per thread
+constexpr int kStackMemoSetBits = 9;  // 512 sets of kStackMemoWays: 2048 entries, 64 KiB per thread
 constexpr uint32_t kStackMemoSets = 1u << kStackMemoSetBits;
 static_assert(kStackMemoSets * kStackMemoWays == kStackMemoEntries);
 
 struct StackMemo {
-  StackMemoEntry entries[kStackMemoEntries];
+  alignas(64) StackMemoEntry entries[kStackMemoEntries];
   uint8_t next_victim[kStackMemoSets] = {};
 };
 
@@ -231,7 +237,7 @@ StackMemo* stack_memo_of_this_thread();
 
 GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, int skipped, uint64_t python_key) {
   StackMemo* memo = stack_memo_of_this_thread();
-  if (!memo) return false;
+  if (!memo || skipped > INT16_MAX) return false;  // the skipped ranges are the CUDA libraries found: a few
   const uint32_t set = stack_memo_set_of(identity.version, python_key);
   StackMemoEntry* ways = &memo->entries[set * kStackMemoWays];
   for (int way = 0; way < kStackMemoWays; ++way) {
@@ -252,7 +258,7 @@ GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, 
   // Not known: this capture's id goes into the way after the one filled last (record(): remember_in_stack_memo).
   const uint8_t way = memo->next_victim[set];
   memo->next_victim[set] = static_cast<uint8_t>((way + 1) % kStackMemoWays);
-  ways[way] = StackMemoEntry{identity.version, skipped, python_key, nullptr, nullptr, 0, 0};
+  ways[way] = StackMemoEntry{python_key, nullptr, identity.version, 0, 0, static_cast<int16_t>(skipped), 0};
   stack.memo_slot = set * kStackMemoWays + way + 1;
   stack.memo_version = identity.version;
   return false;
@@ -263,7 +269,7 @@ void forget_previous_capture(RawStack& stack) {
   stack.walk = 0;
   stack.repeats_previous_walk = false;
   stack.known_id = 0;
-  stack.known_table = nullptr;
+  stack.known_table = 0;
   stack.known_pcs = nullptr;
   stack.memo_slot = 0;
   stack.check_memo_id = 0;
@@ -317,7 +323,7 @@ GMT_HOT void capture_stack(RawStack& stack) {
     if (settings().unwind != UnwindMode::Check) return;
     stack.check_memo_id = stack.known_id;  // and take it in full below, to compare (record() does)
     stack.known_id = 0;
-    stack.known_table = nullptr;
+    stack.known_table = 0;
     stack.known_pcs = nullptr;
   }
   if (identity.frames_end_at_cut) {  // the memo did not know the rest: the whole stack, kept walk or fresh one
@@ -388,6 +394,11 @@ void skip_cuda_library_frames() {
 
 GMT_HOT uint64_t stack_hash(const RawStack& stack) { return hash_pcs(stack.pcs, std::max(stack.depth, 0)); }
 
+uint32_t StackTable::next_serial() {
+  static std::atomic<uint32_t> serials{0};
+  return serials.fetch_add(1, std::memory_order_relaxed) + 1;  // 0: no table (RawStack::known_table)
+}
+
 StackTable::Interned StackTable::intern(const RawStack& stack, uint64_t h) {
   if (stack.depth <= 0) return {};
   auto [begin, end] = ids_by_hash_.equal_range(h);
@@ -419,7 +430,7 @@ struct StackCacheEntry {
 constexpr size_t kStackCacheEntries = 128;  // 4 KiB per thread that records stacks
 struct StackCache {
   StackCacheEntry entries[kStackCacheEntries];
-  StackMemo memo;  // ~80 KiB
+  StackMemo memo;  // 64 KiB
 };
 
 // The stack id of this thread's last recorded native stack, by walk number (RawStack::walk).
@@ -474,16 +485,16 @@ void remember_in_stack_memo(const StackTable& table, const RawStack& stack, Stac
   if (!memo || stack.memo_slot == 0 || interned.id == 0) return;
   StackMemoEntry& e = memo->entries[stack.memo_slot - 1];
   if (e.walk_version != stack.memo_version) return;  // another capture took the entry meanwhile
-  e.table = &table;
+  e.table = table.serial();
   e.pcs = interned.pcs;
-  e.depth = stack.depth;
+  e.depth = static_cast<int16_t>(stack.depth);
   e.id = interned.id;
 }
 
 }  // namespace
 
 GMT_HOT uint32_t stack_id_of(const StackTable& table, const RawStack& captured, InternNewStack intern, void* context) {
-  if (captured.known_id != 0 && captured.known_table == &table) return captured.known_id;
+  if (captured.known_id != 0 && captured.known_table == table.serial()) return captured.known_id;
   RawStack copy;  // a memo answer of another table (a forked child's first stacks): its frames, interned here
   if (captured.known_id != 0 && captured.known_pcs) {
     copy.depth = captured.depth;

@@ -24,10 +24,11 @@ struct RawStack {
   uint64_t walk = 0;
   bool repeats_previous_walk = false;
   // The stack memo (capture_stack): a stack that this thread took before at the same stored walk
-  // (unwind::WalkIdentity) with the same Python frames comes with its id already (known_id, for known_table);
-  // otherwise memo_slot/memo_version name the memo entry that record() fills once the stack has its id.
+  // (unwind::WalkIdentity) with the same Python frames comes with its id already (known_id, in the table whose
+  // StackTable::serial is known_table); otherwise memo_slot/memo_version name the memo entry that record() fills once
+  // the stack has its id.
   uint32_t known_id = 0;
-  const void* known_table = nullptr;
+  uint32_t known_table = 0;
   const uintptr_t* known_pcs = nullptr;  // with known_id: its frames (the table's copy), pcs left unfilled
   uint32_t memo_slot = 0;                // 1..kStackMemoEntries; 0: none
   uint32_t memo_version = 0;
@@ -90,8 +91,13 @@ class StackTable {
   uint32_t intern(const RawStack& stack) { return intern(stack, stack_hash(stack)).id; }
   std::vector<NewStack> take_new_stacks();
   size_t size() const { return stacks_.size(); }
+  // Names this table among the process's (a forked child's recorder has a table of its own): the stack memo keeps
+  // it in four bytes, where a pointer would not let an entry fit 32.
+  uint32_t serial() const { return serial_; }
 
  private:
+  static uint32_t next_serial();
+  const uint32_t serial_ = next_serial();
   std::unordered_multimap<uint64_t, uint32_t> ids_by_hash_;
   std::vector<std::vector<uintptr_t>> stacks_;  // index id - 1
   std::vector<NewStack> new_stacks_;
