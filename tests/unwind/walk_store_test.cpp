@@ -96,6 +96,14 @@ __attribute__((noinline)) Comparison reached_from(int site, gmt::unwind::WalkIde
   return c;
 }
 
+// A walk from one of a test's sites: libunwind's frames, and in later rounds the same frames as its site's first.
+void check_site_walk(const Comparison& c, int round, int site, std::vector<void*>& first_round_frames) {
+  ASSERT_FALSE(c.fast_refused);
+  ASSERT_EQ(c.fast, c.slow) << "round " << round << ", site " << site;
+  if (round == 0) first_round_frames = c.fast;
+  ASSERT_EQ(c.fast, first_round_frames) << "round " << round << ", site " << site;
+}
+
 // Stacks that share a stack pointer are kept in one set, and a walk checks them one by one until one matches: the
 // one that answered last is checked first, so that a place walked again and again (an allocation loop) costs one
 // check, not one per other stack kept at its stack pointer.
@@ -143,11 +151,7 @@ TEST(FastUnwindTest, PlacesThatAlternateAtOneStackPointerAreEachCheckedOnce) {
       const uint64_t checks_before = gmt::unwind::fast_backtrace_word_checks_in_this_thread();
       const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
       gmt::unwind::WalkIdentity identity;
-      Comparison c = reached_from(site, &identity);
-      ASSERT_FALSE(c.fast_refused);
-      ASSERT_EQ(c.fast, c.slow) << "round " << round << ", site " << site;
-      if (round == 0) frames[site] = c.fast;
-      ASSERT_EQ(c.fast, frames[site]) << "round " << round << ", site " << site;
+      ASSERT_NO_FATAL_FAILURE(check_site_walk(reached_from(site, &identity), round, site, frames[site]));
       if (round < 2) continue;  // round 0 keeps both walks, round 1 sees their order
       checks += gmt::unwind::fast_backtrace_word_checks_in_this_thread() - checks_before;
       replays += gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before;
@@ -197,11 +201,7 @@ TEST(FastUnwindTest, SixPlacesAtOneStackPointerTakenInTurnAreAllAnsweredFromTheS
         asm volatile("" : "+r"(site));
         const uint64_t replays_before = gmt::unwind::fast_backtrace_replays_in_this_thread();
         gmt::unwind::WalkIdentity identity;
-        Comparison c = walk_at_site(site, &identity);
-        ASSERT_FALSE(c.fast_refused);
-        ASSERT_EQ(c.fast, c.slow) << "round " << round << ", site " << site;
-        if (round == 0) frames[site] = c.fast;
-        ASSERT_EQ(c.fast, frames[site]) << "round " << round << ", site " << site;
+        ASSERT_NO_FATAL_FAILURE(check_site_walk(walk_at_site(site, &identity), round, site, frames[site]));
         if (round > 0) replays += gmt::unwind::fast_backtrace_replays_in_this_thread() - replays_before;
       }
     }
