@@ -92,8 +92,6 @@ std::atomic<uint64_t> g_walk_mismatches{0};
 std::atomic<uint64_t> g_memo_hits{0};
 std::atomic<uint64_t> g_memo_checked{0};
 std::atomic<uint64_t> g_memo_mismatches{0};
-std::atomic<uint64_t> g_python_keys_checked{0};
-std::atomic<uint64_t> g_python_key_mismatches{0};
 thread_local uint32_t t_memo_hits __attribute__((tls_model("initial-exec"))) = 0;  // not yet in g_memo_hits
 // Stacks captured, and those a stored walk answered (unwind::fast_backtrace_replays_in_this_thread), added to the
 // totals every 64 captures of a thread: the store's hit rate, for the trace's meta.
@@ -177,13 +175,12 @@ GMT_HOT int walk_stack(void** frames, bool& same_as_previous, unwind::WalkIdenti
 }  // namespace
 
 StackWalkCounts stack_walk_counts() {
-  return {g_libunwind_walks.load(std::memory_order_relaxed),      g_checked_walks.load(std::memory_order_relaxed),
-          g_walk_mismatches.load(std::memory_order_relaxed),      g_memo_hits.load(std::memory_order_relaxed),
-          g_memo_checked.load(std::memory_order_relaxed),         g_memo_mismatches.load(std::memory_order_relaxed),
-          g_walks_counted.load(std::memory_order_relaxed),        g_walks_stored.load(std::memory_order_relaxed),
-          g_walks_to_the_cut.load(std::memory_order_relaxed),     g_walk_word_checks.load(std::memory_order_relaxed),
-          g_walk_evictions.load(std::memory_order_relaxed),       g_python_keys_checked.load(std::memory_order_relaxed),
-          g_python_key_mismatches.load(std::memory_order_relaxed)};
+  return {g_libunwind_walks.load(std::memory_order_relaxed),  g_checked_walks.load(std::memory_order_relaxed),
+          g_walk_mismatches.load(std::memory_order_relaxed),  g_memo_hits.load(std::memory_order_relaxed),
+          g_memo_checked.load(std::memory_order_relaxed),     g_memo_mismatches.load(std::memory_order_relaxed),
+          g_walks_counted.load(std::memory_order_relaxed),    g_walks_stored.load(std::memory_order_relaxed),
+          g_walks_to_the_cut.load(std::memory_order_relaxed), g_walk_word_checks.load(std::memory_order_relaxed),
+          g_walk_evictions.load(std::memory_order_relaxed)};
 }
 
 namespace {
@@ -237,14 +234,6 @@ GMT_HOT uint32_t stack_memo_set_of(uint32_t walk_version, uint64_t python_key) {
 }
 
 StackMemo* stack_memo_of_this_thread();
-
-// GMT_UNWIND=check: the Python chain's key as the hot path took it (its frames' addresses guessed from the previous
-// key's, unwind/python_frames.cpp) against the key of the chain followed frame by frame (meta python_key_mismatches).
-void check_python_key(uint64_t python_key) {
-  g_python_keys_checked.fetch_add(1, std::memory_order_relaxed);
-  if (unwind::python_chain_key_followed() != python_key)
-    g_python_key_mismatches.fetch_add(1, std::memory_order_relaxed);
-}
 
 GMT_HOT bool look_up_stack_memo(RawStack& stack, unwind::WalkIdentity identity, int skipped, uint64_t python_key) {
   StackMemo* memo = stack_memo_of_this_thread();
@@ -323,7 +312,6 @@ GMT_HOT void capture_stack(RawStack& stack) {
   if (identity.slot != 0 && memo_on) {
     const uint64_t python_key = unwind::python_chain_key();
     mark_cost_phase(CostPhase::PythonKey);
-    if (settings().unwind == UnwindMode::Check) check_python_key(python_key);
     // With the cut, a walk kept to the cut stands for its frames beyond the cut only together with a Python chain.
     if (!(cutting && identity.cut) || python_key != 0) {
       memo_answered = look_up_stack_memo(stack, identity, skipped, python_key);
@@ -365,7 +353,6 @@ GMT_HOT bool capture_python_only_stack(RawStack& stack) {
   mark_cost_phase(CostPhase::Walk);  // no walk: its phase stays ~0
   const uint64_t python_key = unwind::python_chain_key();
   mark_cost_phase(CostPhase::PythonKey);
-  if (settings().unwind == UnwindMode::Check) check_python_key(python_key);
   if (python_key == 0) return false;
   forget_previous_capture(stack);
   // Under the walk version 0, which no stored walk has: these entries never answer a native stack's capture.

@@ -57,13 +57,11 @@ struct StackWalkCounts {
   uint64_t memo_hits = 0;  // counted per thread, added here every 64 hits: up to 63 per thread are not in it
   uint64_t memo_checked = 0;
   uint64_t memo_mismatches = 0;
-  uint64_t walks = 0;                  // stacks captured, counted per thread by 64s
-  uint64_t stored_walks = 0;           // among them, walks a stored walk answered (fast_unwind.cpp) without walking
-  uint64_t walks_to_the_cut = 0;       // among those, answers checked up to CPython's eval loop only
-  uint64_t walk_word_checks = 0;       // stored walks checked word by word, matching or not (by 64 walks, as walks)
-  uint64_t walk_evictions = 0;         // stored walks overwritten while still valid, their set full (by 64 walks)
-  uint64_t python_keys_checked = 0;    // GMT_UNWIND=check: Python chain keys taken again frame by frame
-  uint64_t python_key_mismatches = 0;  // and those that differed from the hot path's (each one a wrong key)
+  uint64_t walks = 0;             // stacks captured, counted per thread by 64s
+  uint64_t stored_walks = 0;      // among them, walks a stored walk answered (fast_unwind.cpp) without walking
+  uint64_t walks_to_the_cut = 0;  // among those, answers checked up to CPython's eval loop only
+  uint64_t walk_word_checks = 0;  // stored walks checked word by word, matching or not (by 64 walks, as walks)
+  uint64_t walk_evictions = 0;    // stored walks overwritten while still valid, their set full (by 64 walks)
 };
 StackWalkCounts stack_walk_counts();
 

@@ -67,8 +67,6 @@ void write_stack_walk_meta(Recorder& r) {
   r.writer.set_meta(schema::meta::kStackWalkMismatches, std::to_string(counts.mismatches));
   r.writer.set_meta(schema::meta::kStackMemoChecked, std::to_string(counts.memo_checked));
   r.writer.set_meta(schema::meta::kStackMemoMismatches, std::to_string(counts.memo_mismatches));
-  r.writer.set_meta(schema::meta::kPythonKeysChecked, std::to_string(counts.python_keys_checked));
-  r.writer.set_meta(schema::meta::kPythonKeyMismatches, std::to_string(counts.python_key_mismatches));
   const std::string examples = stack_memo_mismatch_examples();
   if (!examples.empty()) r.writer.set_meta(schema::meta::kStackMemoMismatchExamples, examples);
 }

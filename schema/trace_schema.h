@@ -542,11 +542,6 @@ inline constexpr const char* kPythonCodeWatcher = "python_code_watcher";
 inline constexpr const char* kStackMemoChecked = "stack_memo_checked";
 inline constexpr const char* kStackMemoMismatches = "stack_memo_mismatches";
 inline constexpr const char* kStackMemoMismatchExamples = "stack_memo_mismatch_examples";
-// Under GMT_UNWIND=check: the Python chain keys the hot path took (each frame's address guessed from the thread's
-// previous key, unwind/python_frames.cpp) that were taken again following the chain frame by frame, and those that
-// differed (should be 0: the stack memo would have answered another chain's stack). Absent before 2026-12-07.
-inline constexpr const char* kPythonKeysChecked = "python_keys_checked";
-inline constexpr const char* kPythonKeyMismatches = "python_key_mismatches";
 // The recorder's own time on the app's threads (recorder/self_cost.h), at a clean exit: one event in 64 of each
 // thread timed from its stack capture to its record's end; per kind of event, the events timed and their mean in
 // ns. "cuda": CUDA-level events; "block": a framework's blocks (PyTorch's tensors, NVTX-memory-API regions).

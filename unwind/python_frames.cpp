@@ -221,37 +221,10 @@ void read_chain(const Interpreter& py, PythonStack& stack) {
 // Code objects destroyed since they were first watched, plus one; 0: not watched (start_watching_code_objects).
 std::atomic<uint64_t> g_code_epoch{0};
 
-// The frame addresses of this thread's previous chain key, innermost first, so that the next key's loads need not
-// wait for one another. Following a chain, each frame's address is in the frame before it: a chain of dependent
-// loads, and in a step the outer frames are lines the app has not touched since it called down from them (on an
-// H100 the key and the memo's lookup took 276-293 ns per block event, 2026-12-07). A step's next allocation is
-// mostly the same chain from some frame outward, so each frame's address is taken from here instead, and is used
-// only once the frame before it has been read and names the same address: the CPU, predicting that branch, issues
-// the loads of the frames ahead while those before are still on their way. The key is the same as without it (the
-// same frames read at the same addresses); a frame a guess names is dereferenced only after the live chain names it
-// (a freed chunk of CPython's frame stack is unmapped).
-constexpr int kGuessFrames = 64;
-struct ChainGuess {
-  uintptr_t frame[2][kGuessFrames];  // the previous key's and this key's: read one, write the other
-  int count[2] = {0, 0};
-  int previous = 0;  // which of the two the previous key wrote
-};
-thread_local ChainGuess t_chain_guess;  // default TLS model, as t_cache below
-
-// Where `frame` lies among `count` guessed frames (-1: nowhere).
-inline int guess_index(const uintptr_t* guessed, int count, uintptr_t frame) {
-  for (int k = 0; k < count; ++k) {
-    if (guessed[k] == frame) return k;
-  }
-  return -1;
-}
-
 // See python_chain_key (python_frames.h): every frame of the chain by its address, code object, position and
 // place in the runs, and each code object by the objects resolve() names it from, or, while code objects are
 // watched, by its address under the count of code objects destroyed.
-// `guessing`: the frames' addresses from this thread's previous key where they are the same (ChainGuess), which
-// gives the same key as following the chain (false: GMT_UNWIND=check's reference, the guess left as it is).
-uint64_t chain_key(const Interpreter& py, bool guessing) {
+uint64_t chain_key(const Interpreter& py) {
   const PythonLayout& l = *py.layout;
   // Read before the frames: a code object destroyed after this read leaves no frame of this thread's chain (the
   // frames hold their code), and one at a reused address is only made after the count has moved on.
@@ -266,36 +239,12 @@ uint64_t chain_key(const Interpreter& py, bool guessing) {
     // (callgrind, 2026-12-07: ~38 instructions a frame there).
     const size_t code_at = l.frame_code, position_at = l.frame_position, previous_at = l.frame_previous;
     const auto owner_at = static_cast<size_t>(l.frame_owner);
-    ChainGuess& guess = t_chain_guess;
-    const uintptr_t* guessed = guess.frame[guess.previous];
-    const int guessed_count = guess.count[guess.previous];
-    uintptr_t* noted = guess.frame[1 - guess.previous];
-    // This frame's index among the guessed ones, or -1.
-    int ahead = guessing ? guess_index(guessed, guessed_count, frame) : -1;
-    int searches = 1;
-    int visited = 0;
-    for (; visited < kMaxFramesVisited && plausible(frame); ++visited) {
+    for (int visited = 0; visited < kMaxFramesVisited && plausible(frame); ++visited) {
       const auto code = read_at<uintptr_t>(frame, code_at);
       const auto position = read_at<uintptr_t>(frame, position_at);
       const uint64_t flags = static_cast<uint8_t>(read_at<char>(frame, owner_at));
       key = mix(key, frame_value(frame, code, position, flags));
-      const auto previous = read_at<uintptr_t>(frame, previous_at);
-      if (visited < kGuessFrames) noted[visited] = frame;
-      if (ahead >= 0 && ahead + 1 < guessed_count && __builtin_expect(guessed[ahead + 1] == previous, 1)) {
-        // The next frame's address from the guess, read again through a volatile load so that the compiler cannot
-        // use `previous` instead (they are equal here): the loads above it then wait for nothing.
-        frame = *static_cast<const volatile uintptr_t*>(&guessed[++ahead]);
-        continue;
-      }
-      frame = previous;
-      // A chain that left the guess may meet it again further out (deeper calls first, then the previous chain):
-      // looked for a few times per key.
-      ahead =
-          guessing && searches < 4 && plausible(frame) ? (++searches, guess_index(guessed, guessed_count, frame)) : -1;
-    }
-    if (guessing) {
-      guess.count[1 - guess.previous] = std::min(visited, kGuessFrames);
-      guess.previous = 1 - guess.previous;
+      frame = read_at<uintptr_t>(frame, previous_at);
     }
     return key == 0 ? 1 : key;
   }
@@ -383,12 +332,7 @@ bool code_objects_watched() { return g_code_epoch.load(std::memory_order_relaxed
 
 uint64_t python_chain_key() {
   const Interpreter& py = interpreter();
-  return py.usable ? chain_key(py, /*guessing=*/true) : 0;
-}
-
-uint64_t python_chain_key_followed() {
-  const Interpreter& py = interpreter();
-  return py.usable ? chain_key(py, /*guessing=*/false) : 0;
+  return py.usable ? chain_key(py) : 0;
 }
 
 bool read_python_stack(PythonStack& python) {

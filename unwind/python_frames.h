@@ -56,9 +56,6 @@ struct PythonStack {
 // address has other ones). Two chains with the same key are read, named and merged alike by the functions below.
 // About a tenth of their cost: no frame is named. 0: no Python frames (or none readable).
 uint64_t python_chain_key();
-// The same key with every frame's address read from the frame before it, none taken from the thread's previous
-// key (python_frames.cpp, ChainGuess): GMT_UNWIND=check compares the two on every stack it takes.
-uint64_t python_chain_key_followed();
 
 // Code objects' lifetimes, from CPython's code watchers (3.12+, PyCode_AddWatcher; registered by the in-process
 // package, python/gpumemtrace_inprocess/code_watch.py, through recorder/python_code_watch.cpp). While they are

@@ -1,8 +1,7 @@
 """The stack memo (recorder/stacks.h) against the full walk, on the GPU with the real PyTorch: every PyTorch program
 of the suite runs under GMT_UNWIND=check, which takes every stack the memo answers in full as well and counts the
 answers that differ (meta stack_memo_checked, stack_memo_mismatches), while both walkers are compared on every
-stack (stack_walk_mismatches) and every Python chain key is taken again following the chain frame by frame, without
-the guess of its frames' addresses (python_key_mismatches). A differing answer is a different stack, so 0 differences means the same user frame,
+stack (stack_walk_mismatches). A differing answer is a different stack, so 0 differences means the same user frame,
 Python line and via chain on every checked event. The programs with a loop run long enough for at least 10,000
 checked events; the others as they are (torch_oom allocates twice: nothing to answer from the memo). PyTorch's autograd worker threads (backward on the GPU, no Python frames)
 take their stacks through the memo too. Prints FIGURE lines for docs/gpu-results.md. Exits 77 without a GPU or
@@ -64,18 +63,13 @@ class GpuStackMemoTest(TraceDirTestCase):
                                  f"{name}: memo answers that differ: {meta.get('stack_memo_mismatch_examples')}")
                 self.assertEqual(meta.get("stack_walk_mismatches"), "0", name)
                 self.assertEqual(meta.get("tensor_blocks"), "1", f"{name}: {result.stderr[-2000:]}")
-                # Every Python chain key taken again frame by frame, without the guess of its frames' addresses.
-                keys_checked = int(meta.get("python_keys_checked", 0))
-                self.assertEqual(meta.get("python_key_mismatches"), "0", name)
                 if long_enough:
                     self.assertGreaterEqual(checked, MIN_CHECKED, name)
-                    self.assertGreaterEqual(keys_checked, MIN_CHECKED, name)
                 cut_answers = int(meta.get("stack_walks_to_the_cut", 0))
                 if CUT_ON and long_enough:  # the cut must have answered, or this run showed nothing about it
                     self.assertGreater(cut_answers, 0, name)
                 self.figures.append(f"stack memo check, {name}: {checked} memo answers checked against the full "
-                                    f"walk, 0 differ; {keys_checked} Python chain keys taken again frame by "
-                                    f"frame, 0 differ; {meta.get('stack_walks_checked')} walks compared with "
+                                    f"walk, 0 differ; {meta.get('stack_walks_checked')} walks compared with "
                                     f"libunwind, 0 differ; {blocks} tensor events with a stack; "
                                     f"{cut_answers} walks answered to the cut (GMT_STACK_CUT={int(CUT_ON)})")
 
