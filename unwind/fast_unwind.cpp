@@ -109,21 +109,23 @@ static_assert(kWalkSets * kWalkWays == kStoredWalks);
 static_assert((kWalkWays & (kWalkWays - 1)) == 0, "ways are taken modulo kWalkWays");
 
 struct alignas(64) StoredWalk {
-  // What every check reads, in its first line.
+  // What every check reads, in its first line. Its stack pointer is the slot's ThreadWalk::slot_sp, compared before
+  // the walk is read at all.
   uint32_t version;    // 0: empty
   bool uses_entry_bp;  // some frame's rule read rbp before any frame reloaded it
   int max_frames, frames, reads;
   int cut_frames;  // the frames up to and with the first one inside the cut; 0: the walk did not cross it
   int cut_reads;   // the kept reads those frames depend on: the first cut_reads of read_word
-  uintptr_t entry_sp, entry_bp;
+  uintptr_t entry_bp;
   uint64_t value_hash;  // words_hash of the words read, as they were
   uint64_t cut_hash;    // words_hash of the first cut_reads of them
-  // Each word's address minus entry_sp, in words: two bytes, so that a check's offsets take 5 cache lines, not 10
-  // (the check runs between the app's own work, which evicts them; a walk whose words lie further is not kept).
+  // Each word's address minus the walk's stack pointer, in words: two bytes, so that a check's offsets take 5 cache
+  // lines, not 10 (the check runs between the app's own work, which evicts them; a walk whose words lie further is not
+  // kept).
   uint16_t read_word[kMaxKeptReads];
   void* result[kMemoFrames];  // read only when the caller wants the frames
 };
-static_assert(offsetof(StoredWalk, read_word) == 64, "what every check reads is its first line");
+static_assert(offsetof(StoredWalk, read_word) <= 64, "what every check reads is its first line");
 static_assert(sizeof(StoredWalk) == 1024, "16 cache lines: the offsets take 5, the frames 10");
 
 // The hash of `count` stack words, word i read by `word(i)`: four lanes of xor-and-multiply chains (the loads and
@@ -238,10 +240,11 @@ ThreadWalk* this_thread_walk() {
 
 // Whether a stored walk's answer is this walk's too (see StoredWalk): the words it read, at the same places from
 // the same stack pointer, hash as they did; `to_the_cut`: only the words of its frames up to the cut. Reads only
-// words the stored walk read, which lay between its stack pointer (the same as now) and the top of the stack.
+// words the stored walk read, which lay between its stack pointer (the same as now) and the top of the stack. Called
+// only for a slot whose ThreadWalk::slot_sp is `sp`: one that holds a walk from this stack pointer.
 __attribute__((no_sanitize("address"))) bool stored_walk_matches(const StoredWalk& stored, uintptr_t sp, uintptr_t bp,
                                                                  int max_frames, bool to_the_cut) {
-  if (stored.version == 0 || stored.entry_sp != sp || stored.max_frames != max_frames) return false;
+  if (stored.max_frames != max_frames) return false;
   if (stored.uses_entry_bp && stored.entry_bp != bp) return false;
   ++t_word_checks;
   const uint16_t* words = stored.read_word;
@@ -289,7 +292,6 @@ GMT_HOT __attribute__((noinline)) void keep_walk(ThreadWalk& walk, size_t set, i
   walk.slot_used[slot] = walk.clock;
   StoredWalk& stored = walk.stored[slot];
   stored.uses_entry_bp = scratch.uses_entry_bp;
-  stored.entry_sp = scratch.entry_sp;
   stored.entry_bp = scratch.entry_bp;
   stored.max_frames = max_frames;
   stored.frames = result;
