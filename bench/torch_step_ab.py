@@ -339,6 +339,10 @@ def main():
                                                                 *hooks_run(trace, "gpumemtrace")]),
         "blocks-python": ("blocks, Python only", lambda trace: ["env", "GMT_BLOCK_STACKS=python",
                                                                 *hooks_run(trace, "blocks")]),
+        # Every event, no stack at all (`run --no-stacks`): the floor under any scheme that takes fewer stacks
+        # (sampled ones included), since the event itself stays.
+        "hooks-nostacks": ("hooks, no stacks", lambda trace: hooks_run(trace, "gpumemtrace", "--no-stacks")),
+        "blocks-nostacks": ("blocks, no stacks", lambda trace: hooks_run(trace, "blocks", "--no-stacks")),
         # Our writer thread on cores of its own (move_writer_apart): the writer's competition for the app's cores.
         "hooks-writer-apart": ("hooks, writer apart", lambda trace: ["env", "GMT_BENCH_WRITER_APART=1",
                                                                      *hooks_run(trace, "gpumemtrace")]),
