@@ -251,7 +251,11 @@ def self_cost_note(trace):
         return ""
     with sqlite3.connect(trace) as db:
         meta = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'self_cost_%' OR key LIKE 'stack_%' "
-                               "OR key = 'python_code_watcher'").fetchall())
+                               "OR key IN ('python_code_watcher', 'block_stack_sample_bytes')").fetchall())
+        sampled = None
+        if "block_stack_sample_bytes" in meta:  # run --sample-block-stacks: the tensor allocations that took a stack
+            sampled = db.execute("SELECT count(*), sum(stack_id != 0) FROM events WHERE source = 4 AND kind = 1"
+                                 ).fetchone()
     parts = [f"{kind} {meta[f'self_cost_{kind}_ns_per_event']} ns/event ({meta[f'self_cost_{kind}_events_timed']} timed)"
              for kind in ("cuda", "block") if f"self_cost_{kind}_ns_per_event" in meta]
     if "stack_walks_counted" in meta:  # how often the walk store and the stack memo answered (recorder/stacks.h)
@@ -260,6 +264,9 @@ def self_cost_note(trace):
                      f"stored walks checked {meta.get('stack_walk_word_checks', '-')}, "
                      f"evicted {meta.get('stack_walks_evicted', '-')}, "
                      f"code watcher {'on' if 'python_code_watcher' in meta else 'off'}")
+    if sampled:
+        parts.append(f"stacks sampled per {int(meta['block_stack_sample_bytes']) >> 20} MiB: {sampled[1] or 0} of "
+                     f"{sampled[0]} tensor allocations took one")
     if "self_cost_block_phase_ns" in meta:  # where a block event's time goes (recorder/self_cost.h's CostPhase)
         parts.append(f"block phases {meta['self_cost_block_phase_ns']} ns")
     return "; recorder's own time: " + ", ".join(parts) if parts else ""
@@ -343,6 +350,15 @@ def main():
         # (sampled ones included), since the event itself stays.
         "hooks-nostacks": ("hooks, no stacks", lambda trace: hooks_run(trace, "gpumemtrace", "--no-stacks")),
         "blocks-nostacks": ("blocks, no stacks", lambda trace: hooks_run(trace, "blocks", "--no-stacks")),
+        # Tensor blocks' stacks sampled (`run --sample-block-stacks`): blocks of at least the size all take theirs,
+        # smaller ones one per that many bytes. This step's activations are 4-16 MiB (batch 16), its small blocks
+        # weights' gradients and scalars.
+        "hooks-sampled": ("hooks, sampled 16MiB", lambda trace: hooks_run(trace, "gpumemtrace",
+                                                                          "--sample-block-stacks", "16MiB")),
+        "hooks-sampled64": ("hooks, sampled 64MiB", lambda trace: hooks_run(trace, "gpumemtrace",
+                                                                            "--sample-block-stacks", "64MiB")),
+        "blocks-sampled": ("blocks, sampled 16MiB", lambda trace: hooks_run(trace, "blocks",
+                                                                           "--sample-block-stacks", "16MiB")),
         # Our writer thread on cores of its own (move_writer_apart): the writer's competition for the app's cores.
         "hooks-writer-apart": ("hooks, writer apart", lambda trace: ["env", "GMT_BENCH_WRITER_APART=1",
                                                                      *hooks_run(trace, "gpumemtrace")]),

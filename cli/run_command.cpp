@@ -42,7 +42,8 @@ struct RunOptions {
   bool paused = false;
   bool no_stacks = false;
   bool free_stacks = false;
-  std::string unwind;  // empty: the library's default (fast)
+  uint64_t sample_block_stacks = 0;  // bytes; 0: every block takes its stack
+  std::string unwind;                // empty: the library's default (fast)
   bool python_hooks = true;
   bool torch_blocks = true;
   bool no_symbolize = false;
@@ -261,6 +262,7 @@ int run(const RunOptions& options) {
                       {env::kEventCounters, counters},
                       {env::kNoStacks, options.no_stacks ? "1" : "0"},
                       {env::kFreeStacks, options.free_stacks ? "1" : "0"},
+                      {env::kBlockStackSample, std::to_string(options.sample_block_stacks)},
                       {env::kSimulated, options.simulate ? "1" : "0"},
                       {env::kVerify, options.verify ? "1" : "0"},
                       {env::kAggregate, options.aggregate ? "1" : "0"},
@@ -386,7 +388,16 @@ CommandAction add_run_command(CLI::App& app) {
                 "(PID: the app's, or this run's). The trace and its control channel exist from the app's first CUDA "
                 "call. Memory allocated while paused and freed later counts as unmatched frees, never as a leak; "
                 "the report says how long recording was paused");
-  run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
+  auto* no_stacks = run->add_flag("--no-stacks", options->no_stacks, "Record events without call stacks (cheaper)");
+  run->add_option("--sample-block-stacks", options->sample_block_stacks,
+                  "Take the call stacks of PyTorch's tensors (and CuPy's arrays) by sample, for a long run of a "
+                  "host-bound service: every tensor of at least SIZE bytes still takes its stack, smaller ones one "
+                  "per SIZE bytes allocated on average (e.g. 1MiB). Every tensor is still recorded, so leaks, peaks "
+                  "and totals stay exact; the report counts the bytes of unsampled tensors apart, as \"stack not "
+                  "sampled\". The CUDA level keeps every stack. Units: 4096, 64KiB, 1MiB")
+      ->transform(CLI::AsSizeValue(true))
+      ->type_name("SIZE")
+      ->excludes(no_stacks);
   run->add_flag("--free-stacks", options->free_stacks,
                 "Take call stacks for frees too (for your own SQL: the report attributes memory to the allocating "
                 "stack, so by default frees take none, which halves the cost of stacks)");

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <string>
 
+#include "recorder/block_stack_sample.h"
 #include "recorder/cache_hints.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
@@ -147,7 +148,7 @@ extern "C" __attribute__((visibility("default"))) GMT_HOT void gmt_torch_allocat
     case GMT_TORCH_ALLOC: {
       EventRecord e = block_event(now, EventKind::Alloc, Api::torchBlockAlloc, device, address, size, stream);
       e.call.handle = pool;
-      return record(e, /*take_stack=*/true);
+      return record(e, /*take_stack=*/take_block_stack(size));
     }
     case GMT_TORCH_FREE_COMPLETED: {
       EventRecord e = block_event(now, EventKind::Free, Api::torchBlockFree, device, address, 0, stream);

@@ -1,6 +1,7 @@
 // A framework's calls and heaps beyond PyTorch's caching allocator, as events (recorder/framework_calls.h).
 #include "recorder/framework_calls.h"
 
+#include "recorder/block_stack_sample.h"
 #include "recorder/guard.h"
 #include "recorder/recorder.h"
 #include "schema/trace_schema.h"
@@ -65,5 +66,6 @@ extern "C" __attribute__((visibility("default"))) void gmt_cupy_pool_action(int 
   }
   e.call.address = address;
   e.call.size = action == 2 ? 0 : size;
-  record(e, /*take_stack=*/action == 1);  // an array's line; a chunk's stack is its cudaMalloc's
+  // An array's line (sampled under --sample-block-stacks); a chunk's stack is its cudaMalloc's.
+  record(e, /*take_stack=*/action == 1 && take_block_stack(size));
 }

@@ -61,6 +61,15 @@ void load_settings_from_environment() {
   if (const char* v = getenv(env::kBlockStacks); v && std::strcmp(v, "python") == 0) {
     s.block_python_stacks = s.unwind != UnwindMode::Check;
   }
+  if (const char* v = getenv(env::kBlockStackSample); v && *v) {
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(v, &end, 10);
+    if (end != v && *end == '\0')
+      s.block_stack_sample_bytes = bytes;
+    else
+      std::fprintf(stderr, "gpumemtrace: %s=%s is not a number of bytes: every block takes its stack\n",
+                   env::kBlockStackSample, v);
+  }
   if (const char* v = getenv(env::kEventClock); v && *v) {
     if (std::strcmp(v, "monotonic") == 0)
       s.tsc_event_clock = false;

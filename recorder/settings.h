@@ -29,6 +29,9 @@ struct Settings {
   bool stack_cut = false;  // GMT_STACK_CUT=1: memo answers rest on the walk's check up to the eval loop (stacks.cpp)
   // GMT_BLOCK_STACKS=python, not with GMT_UNWIND=check: blocks in Python threads take their Python frames only.
   bool block_python_stacks = false;
+  // GMT_BLOCK_STACK_SAMPLE: blocks under this size take their stack one per this many bytes (block_stack_sample.h);
+  // 0: every block takes its stack.
+  uint64_t block_stack_sample_bytes = 0;
   bool tsc_event_clock = true;
   uint64_t start_unix_ns = 0;
   uint64_t start_monotonic_ns = 0;

@@ -177,6 +177,9 @@ bool create_trace(Recorder& r) {
   r.writer.set_meta(schema::meta::kStartUnixNs, std::to_string(s.start_unix_ns));
   r.writer.set_meta(schema::meta::kStartMonotonicNs, std::to_string(s.start_monotonic_ns));
   r.writer.set_meta(schema::meta::kSimulated, s.simulated ? "1" : "0");
+  if (s.take_stacks && s.block_stack_sample_bytes > 0) {
+    r.writer.set_meta(schema::meta::kBlockStackSampleBytes, std::to_string(s.block_stack_sample_bytes));
+  }
   r.writer.set_meta(schema::meta::kEventClock, event_clock_name());
   write_backend_meta(r);
   r.writer.set_meta(schema::meta::kToolVersion, GMT_VERSION);

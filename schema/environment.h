@@ -84,6 +84,11 @@ inline constexpr const char* kCodeWatch = "GMT_CODE_WATCH";
 // (the walk is the largest part of a block event's time); it drops the native frames between the Python line and
 // the allocator from those stacks. Not under GMT_UNWIND=check, which compares whole stacks.
 inline constexpr const char* kBlockStacks = "GMT_BLOCK_STACKS";
+// A size in bytes (run --sample-block-stacks): a framework's blocks (PyTorch's tensors, CuPy's arrays) of at least
+// that size take their stack, smaller ones one per that many bytes allocated on average
+// (recorder/block_stack_sample.h); the others are recorded without one. Unset or 0: every block takes its stack (the
+// default).
+inline constexpr const char* kBlockStackSample = "GMT_BLOCK_STACK_SAMPLE";
 // "1": native stacks only, no Python frames (unwind/python_frames.h).
 inline constexpr const char* kNoPythonFrames = "GMT_NO_PYTHON_FRAMES";
 // "1": keep CUPTI's runtime-API callbacks on throughout (cupti/runtime_naming.h: the old behaviour, for comparisons).

@@ -48,7 +48,10 @@ namespace gmt::schema {
 // checks it against its UNIQUE index (analysis/read/trace_file.cpp). `events` is a view with
 // the v11 columns (and INSTEAD OF triggers for INSERT, UPDATE and DELETE), so SQL written for older traces reads and
 // writes a v12 trace unchanged; only an index by address moves to event_rows (docs/trace-format.md).
-inline constexpr int kSchemaVersion = 12;
+// 13 (issue 33: sampled stacks) = meta block_stack_sample_bytes: under `run --sample-block-stacks`, a framework's block
+// allocation (memory kind TensorBlock or HeapBlock) with stack 0 was recorded without its stack by the sample, where
+// in older traces stack 0 meant stacks were off. No table changes.
+inline constexpr int kSchemaVersion = 13;
 // "GMTR" in ASCII: lets `report` tell a gpumemtrace trace from any other SQLite database.
 inline constexpr int32_t kApplicationId = 0x474D5452;
 
@@ -441,8 +444,12 @@ inline constexpr const char* kStartMonotonicNs = "start_monotonic_ns";
 inline constexpr const char* kEndMonotonicNs = "end_monotonic_ns";  // written at a clean exit
 inline constexpr const char* kComplete = "complete";                // "1" once the process exited cleanly
 inline constexpr const char* kSimulated = "simulated";              // "1" under the simulated CUDA runtime
-inline constexpr const char* kBackend = "backend";                  // "cupti", "hooks" or "runtime" (see Source)
-inline constexpr const char* kBackendNote = "backend_note";         // why this backend: e.g. CUPTI refused
+// v13, `run --sample-block-stacks SIZE` (recorder/block_stack_sample.h): blocks of at least SIZE bytes took their
+// stack, smaller ones one per SIZE bytes allocated on average; a block allocation with stack 0 was not sampled.
+// Absent: every block took its stack (when stacks were on).
+inline constexpr const char* kBlockStackSampleBytes = "block_stack_sample_bytes";
+inline constexpr const char* kBackend = "backend";           // "cupti", "hooks" or "runtime" (see Source)
+inline constexpr const char* kBackendNote = "backend_note";  // why this backend: e.g. CUPTI refused
 // Why this backend was chosen, one of backend_reasons below (v7). Absent in older traces.
 inline constexpr const char* kBackendReason = "backend_reason";
 // `run --verify` (v7): the second driver-level backend that recorded every event as well, under its own source

@@ -113,6 +113,11 @@ std::vector<AllocatorFinding> name_allocators(const std::vector<LeakGroup>& leak
   std::map<std::string, AllocatorFinding> by_id;
   for (const LeakGroup& group : leaks) {
     Family family = family_of(group.stack);
+    // Tensors without a stack (`run --sample-block-stacks` took none for them) are PyTorch's all the same.
+    const bool tensors_only = !group.memory_kinds.empty() &&
+                              std::all_of(group.memory_kinds.begin(), group.memory_kinds.end(),
+                                          [](schema::MemoryKind k) { return k == schema::MemoryKind::TensorBlock; });
+    if (family == Family::None && group.stack.frames.empty() && tensors_only) family = Family::PyTorch;
     if (family == Family::None) continue;
     AllocatorFinding described = describe(group, family);
     AllocatorFinding& finding = by_id.try_emplace(described.id, described).first->second;

@@ -161,6 +161,24 @@ std::string_view to_string(FindingKind kind) {
   return "unknown";
 }
 
+std::string unsampled_block_stack_text(const TraceInfo& trace) {
+  if (trace.block_stack_sample_bytes == 0) return {};
+  return fmt::format("(stack not sampled: blocks under {0} take theirs one per {0} allocated, run "
+                     "--sample-block-stacks)",
+                     format_bytes(trace.block_stack_sample_bytes));
+}
+
+std::string unsampled_stack_text(const TraceInfo& trace, const LeakGroup& group) {
+  const auto block = [](schema::MemoryKind kind) {
+    return kind == schema::MemoryKind::TensorBlock || kind == schema::MemoryKind::HeapBlock;
+  };
+  if (group.stack.id != 0 || group.memory_kinds.empty() ||
+      !std::all_of(group.memory_kinds.begin(), group.memory_kinds.end(), block)) {
+    return {};
+  }
+  return unsampled_block_stack_text(trace);
+}
+
 std::vector<Finding> findings_of(const Report& report) {
   SourceLines sources;
   std::vector<Finding> findings;
@@ -183,6 +201,7 @@ std::vector<Finding> findings_of(const Report& report) {
                                    trusted_end ? "still held at exit" : "(not necessarily leaked)");
     Finding finding = named_at(FindingKind::Leak, group.bytes, std::move(verdict), group.stack, group.apis, sources);
     finding.during = during_text(group);
+    if (finding.during.empty()) finding.during = unsampled_stack_text(report.trace, group);
     if (finding.user_frame.empty() && group.backward_stack_id > 0) {  // the caller's line, for the source text
       if (const Frame* caller = user_frame(group.backward_stack); caller && caller->file && caller->line) {
         finding.source_text = sources.line(*caller->file, *caller->line);

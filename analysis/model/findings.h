@@ -25,12 +25,19 @@ struct Finding {
   std::string user_frame;  // frame_label of the user's frame; "" when the stack has none
   // Beside the stack, the call its memory was made for where its own thread has no user frame: "during backward() at
   // train_step train.py:42" for tensors of autograd's worker threads (LeakGroup::backward_stack_id), "during
-  // backward()" when several calls ran; "" otherwise.
+  // backward()" when several calls ran; for blocks that `run --sample-block-stacks` took no stack for, why they have
+  // none (unsampled_stack_text); "" otherwise.
   std::string during;
   std::string source_text;  // that line of the source file, trimmed; "" when the file cannot be read here
   std::string via;          // "libtorch_cuda.so -> libc10_cuda.so -> cudaMalloc"; "" when nothing lies under
   int64_t stack_id = 0;
 };
+
+// Under `run --sample-block-stacks` (TraceInfo::block_stack_sample_bytes): what a block without a stack means, in
+// parentheses ("(stack not sampled: ...)"); empty when every block took its stack.
+std::string unsampled_block_stack_text(const TraceInfo& trace);
+// The same for a leak group: empty unless the group is a framework's blocks without a stack in such a trace.
+std::string unsampled_stack_text(const TraceInfo& trace, const LeakGroup& group);
 
 // Every finding of the report, largest first (ties: in the order above). A trace that may be missing events
 // yields leaks as "live at the end of an incomplete trace", never as a verdict of leak.

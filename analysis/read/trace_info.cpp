@@ -63,6 +63,8 @@ void read_trace_info(const TraceFile& trace, TraceInfo& info) {
       static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kFreesAfterClose).value_or(0)));
   info.self_cost_cuda = self_cost(trace, meta::kSelfCostCudaEvents, meta::kSelfCostCudaNs);
   info.self_cost_block = self_cost(trace, meta::kSelfCostBlockEvents, meta::kSelfCostBlockNs);
+  info.block_stack_sample_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, lenient_meta_int(trace, meta::kBlockStackSampleBytes).value_or(0)));
 }
 
 }  // namespace gmt::analysis

@@ -65,6 +65,9 @@ struct TraceInfo {
   };
   std::optional<SelfCost> self_cost_cuda;
   std::optional<SelfCost> self_cost_block;
+  // v13, `run --sample-block-stacks`: blocks under this size took their stack one per this many bytes allocated; a
+  // block allocation without a stack was not sampled (meta block_stack_sample_bytes). 0: every block took its stack.
+  uint64_t block_stack_sample_bytes = 0;
 };
 
 // meta values are text written by the recorder; a malformed number is reported as absent rather than

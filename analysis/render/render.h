@@ -33,7 +33,8 @@ std::string render_text(const Report& report, const RenderOptions& options = {})
 //   duration_ns,
 //           duration_from_events, complete, salvaged (null, or the sentence saying what a damaged trace lost:
 //           the trace is then incomplete), missing_tables ([] or "the trace has no <table> table: ..." notes),
-//           simulated, symbolized, dropped_events, event_count
+//           simulated, symbolized, block_stack_sample_bytes (v13: 0, or the size under which a block's
+//           stack was sampled, `run --sample-block-stacks`), dropped_events, event_count
 //   devices[]: ordinal, name, uuid, total_bytes, pci_bus_id (the devices table; [] before schema v6)
 //   cross_check: null unless the trace comes from run --verify (render_json_parts.h has its shape)
 //   totals: allocations, allocated_bytes, frees (these two CUDA-level), failed_allocations,

@@ -79,6 +79,8 @@ Json trace_json(const TraceInfo& trace) {
               {"missing_tables", trace.missing_tables},
               {"simulated", trace.simulated},
               {"symbolized", trace.symbolized},
+              // 0: every block took its stack; otherwise a block allocation without one was not sampled (v13).
+              {"block_stack_sample_bytes", trace.block_stack_sample_bytes},
               {"dropped_events", trace.dropped_events},
               {"recording_pauses", trace.recording_pauses},
               {"control_pauses", trace.control_pause_starts_ns.size()},

@@ -68,6 +68,13 @@ void append_header(std::string& out, const TraceInfo& trace) {
                      trace.duration_from_events ? " (up to the last recorded event)" : "");
   if (auto exit = app_exit_text(trace)) out += fmt::format("  app        {}\n", *exit);
   if (trace.simulated) out += "  runtime    simulated CUDA runtime (no GPU was used)\n";
+  if (trace.block_stack_sample_bytes > 0) {
+    const std::string size = format_bytes(trace.block_stack_sample_bytes);
+    out += fmt::format("  stacks     sampled for tensor blocks (--sample-block-stacks {0}): every block of {0} or more "
+                       "has\n             its stack, smaller ones one per {0} allocated on average; every block is "
+                       "counted\n",
+                       size);
+  }
   // Only when the choice of backend had something to say (a fallback, and why).
   if (trace.backend_note) out += fmt::format("  backend    {}: {}\n", trace.backend.value_or("?"), *trace.backend_note);
   if (!trace.complete) {
@@ -167,7 +174,11 @@ void append_leaks(std::string& out, const Report& report, const RenderOptions& o
       out += fmt::format("    made by autograd's worker threads during backward() at {}\n",
                          caller ? frame_label(*caller) : one_line_stack(group.backward_stack));
     }
-    append_stack(out, group.stack, options);
+    if (const std::string unsampled = unsampled_stack_text(report.trace, group); !unsampled.empty()) {
+      out += "    " + unsampled + "\n";
+    } else {
+      append_stack(out, group.stack, options);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "analysis/format.h"
+#include "analysis/model/findings.h"
 #include "analysis/model/tensor_blocks.h"
 #include "analysis/render/render_text_parts.h"
 
@@ -13,8 +14,10 @@ namespace gmt::analysis {
 namespace {
 
 // "at fn file:line" of the frame that names the app's line, plus the innermost frame when that is another one.
-std::string named_line(const Stack& stack) {
+// `unsampled`: what a block without a stack means in this trace (unsampled_block_stack_text), or empty.
+std::string named_line(const Stack& stack, const std::string& unsampled) {
   const Frame* app = app_python_frame(stack);
+  if (!app && stack.id == 0 && !unsampled.empty()) return unsampled;
   if (!app)
     return stack.id == 0 ? "(no Python stack: allocated outside Python, e.g. by autograd's thread)"
                          : one_line_stack(stack);
@@ -24,19 +27,20 @@ std::string named_line(const Stack& stack) {
 }
 
 void append_growing(std::string& out, const std::vector<GrowthStack>& stacks, uint64_t total,
-                    const RenderOptions& options) {
+                    const RenderOptions& options, const std::string& unsampled) {
   const size_t shown = std::min({stacks.size(), options.top, kTextStacksPerMoment});
   if (shown > 0) out += "    growing Python stacks, largest growth first:\n";
   for (size_t i = 0; i < shown; ++i) {
     const GrowthStack& grown = stacks[i];
     std::string amount = fmt::format("+{} ({} -> {})", format_bytes(grown.end_bytes - grown.start_bytes),
                                      format_bytes(grown.start_bytes), format_bytes(grown.end_bytes));
-    out += fmt::format("      {:<30} {}\n", amount, named_line(grown.stack));
+    out += fmt::format("      {:<30} {}\n", amount, named_line(grown.stack, unsampled));
   }
   if (total > shown) out += fmt::format("      ... {} (--format json)\n", count_of(total - shown, "more", "more"));
 }
 
-void append_block_growth(std::string& out, const TensorBlockReport& blocks, const RenderOptions& options) {
+void append_block_growth(std::string& out, const TensorBlockReport& blocks, const RenderOptions& options,
+                         const std::string& unsampled) {
   const Growth& growth = blocks.growth;
   if (!growth.analyzed) {
     out += fmt::format("  growth over time: not analyzed: {}\n", growth.reason);
@@ -49,17 +53,18 @@ void append_block_growth(std::string& out, const TensorBlockReport& blocks, cons
                        finding.device, format_bytes(static_cast<uint64_t>(std::max(0.0, finding.rate_bytes_per_s))),
                        format_bytes(finding.start_low_bytes), format_duration(finding.start_time_ns),
                        format_bytes(finding.end_low_bytes), format_duration(finding.end_time_ns));
-    append_growing(out, finding.stacks, finding.growing_stack_groups, options);
+    append_growing(out, finding.stacks, finding.growing_stack_groups, options, unsampled);
   }
   for (const RangeGrowth& range : blocks.range_growth) {
     out += fmt::format("  tensors kept per repetition of NVTX range '{}': +{} per repetition over {} repetitions\n",
                        range.name, format_bytes(static_cast<uint64_t>(std::max(0.0, range.bytes_per_iteration))),
                        range.iterations);
-    append_growing(out, range.stacks, range.growing_stack_groups, options);
+    append_growing(out, range.stacks, range.growing_stack_groups, options, unsampled);
   }
 }
 
-void append_alive_at_exit(std::string& out, const TensorBlockReport& blocks, const RenderOptions& options) {
+void append_alive_at_exit(std::string& out, const TensorBlockReport& blocks, const RenderOptions& options,
+                          const std::string& unsampled) {
   const Totals& totals = blocks.totals;
   if (totals.leaked_allocations == 0) {
     out += "  tensors alive at exit: none\n";
@@ -74,8 +79,8 @@ void append_alive_at_exit(std::string& out, const TensorBlockReport& blocks, con
   for (size_t i = 0; i < shown; ++i) {
     const LeakGroup& group = blocks.alive_at_exit[i];
     out += fmt::format("\n  #{} {} in {} {}\n", i + 1, format_bytes(group.bytes),
-                       count_of(group.count, "tensor block", "tensor blocks"), named_line(group.stack));
-    append_call_stack(out, group.stack, options);
+                       count_of(group.count, "tensor block", "tensor blocks"), named_line(group.stack, unsampled));
+    if (group.stack.id != 0 || unsampled.empty()) append_call_stack(out, group.stack, options);
   }
   if (shown < blocks.alive_at_exit.size()) {
     out += fmt::format("  ... {} (--top, or --format json)\n",
@@ -108,8 +113,9 @@ void append_tensor_blocks(std::string& out, const Report& report, const RenderOp
                        "allocated)\n",
                        count_of(blocks.overruns, "time", "times"));
   }
-  append_block_growth(out, blocks, options);
-  append_alive_at_exit(out, blocks, options);
+  const std::string unsampled = unsampled_block_stack_text(report.trace);
+  append_block_growth(out, blocks, options, unsampled);
+  append_alive_at_exit(out, blocks, options, unsampled);
 }
 
 }  // namespace gmt::analysis

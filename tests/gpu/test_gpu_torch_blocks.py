@@ -40,12 +40,12 @@ class GpuTorchBlocksTest(TraceDirTestCase):
         for line in cls.figures:
             print("FIGURE", line)
 
-    def run_sample(self, name, *args):
+    def run_sample(self, name, *args, run_options=()):
         trace = self.path(name)
         # Through import_audit.py: should the app's own imports fail, the imports made by other threads meanwhile
         # are in the message.
-        result = subprocess.run([CLI, "run", "-o", trace, "--", PYTHON, IMPORT_AUDIT, SAMPLE, "--steps", str(STEPS),
-                                 *args], capture_output=True, text=True, timeout=600,
+        result = subprocess.run([CLI, "run", *run_options, "-o", trace, "--", PYTHON, IMPORT_AUDIT, SAMPLE, "--steps",
+                                 str(STEPS), *args], capture_output=True, text=True, timeout=600,
                                 env=dict(os.environ, GMT_TORCH_BRIDGE_CACHE=CACHE))
         imports = "\n".join(line for line in result.stderr.splitlines() if line.startswith("IMPORT"))
         self.assertEqual(result.returncode, 0, f"{imports}\n{result.stderr[-3000:]}")
@@ -95,6 +95,32 @@ class GpuTorchBlocksTest(TraceDirTestCase):
         print(f"FIGURE torch blocks: {allocs} tensor blocks ({frees} freed) in {STEPS} steps; 'train step' keeps "
               f"{range_growth[0]['bytes_per_iteration'] / 2**20:.1f} MiB per repetition at {site}; alive at exit "
               f"{blocks['totals']['leaked_bytes'] / 2**20:.1f} MiB; CUDA-level peak {report['totals']['peak_bytes'] / 2**20:.1f} MiB")
+
+    def test_sampled_block_stacks_keep_the_leak_line_and_count_every_block(self):
+        # run --sample-block-stacks 1MiB (issue 33, option c): the kept activations (512 x 2048 floats, 4 MiB) all
+        # take their stack, so the leak is named at its line as without the sample; smaller tensors (the loss
+        # scalars) one per MiB allocated; every block is recorded (PyTorch's own count).
+        trace, report, stdout = self.run_sample("sampled.db", run_options=("--sample-block-stacks", "1MiB"))
+        site = f"{SAMPLE}:train_step:{marker_line('torch_training_leak.py', '# BLOCK-LEAK-SITE:')}"
+        meta, allocs, _, _, _ = self.block_rows(trace)
+        self.assertEqual(meta["block_stack_sample_bytes"], str(1 << 20))
+        self.assertEqual(meta["dropped_events"], "0")
+        self.assertIn(f"torch_allocations {allocs}", stdout)
+        with sqlite3.connect(trace) as db:
+            large_without, small, small_with = db.execute(
+                "SELECT sum(size >= 1048576 AND stack_id = 0), sum(size < 1048576), sum(size < 1048576 AND "
+                "stack_id != 0) FROM events WHERE source = 4 AND kind = 1").fetchone()
+        self.assertEqual(large_without, 0)
+        self.assertGreater(small, 0)
+        self.assertLess(small_with, small)
+        alive = report["tensor_blocks"]["alive_at_exit"]
+        self.assertTrue(alive and alive[0]["python_line"] == site, [a["python_line"] for a in alive])
+        range_growth = [g for g in report["tensor_blocks"]["range_growth"] if g["name"] == "train step"]
+        self.assertTrue(range_growth and range_growth[0]["stacks"][0]["python_line"] == site, range_growth)
+        self.assert_no_segment_leaked(report)
+        print(f"FIGURE torch blocks, --sample-block-stacks 1MiB: {allocs} tensor blocks, {small} under 1 MiB of "
+              f"which {small_with} took their stack; 'train step' keeps "
+              f"{range_growth[0]['bytes_per_iteration'] / 2**20:.1f} MiB per repetition at {site}")
 
     def test_fixed_loop_has_no_block_level_finding(self):
         trace, report, _ = self.run_sample("fixed.db", "--fixed")

@@ -194,7 +194,7 @@ class PythonFramesTest(TraceDirTestCase):
     def test_trace_stores_python_frames_in_their_table(self):
         trace, _ = self.run_app()
         with sqlite3.connect(trace) as db:
-            self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 12)  # schema/trace_schema.h
+            self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 13)  # schema/trace_schema.h
             rows = db.execute("SELECT fn.text, fl.text, p.line FROM python_frames p JOIN strings fn ON fn.id = "
                               "p.function_id JOIN strings fl ON fl.id = p.file_id").fetchall()
             self.assertIn(("Layer.build", APP, app_line("Layer.build")), rows)

@@ -378,6 +378,57 @@ class TorchTrackerTest(TraceDirTestCase):
         self.assertEqual(self.python_frames(python_only, stacks[python_only][0][0]),
                          self.python_frames(full, stacks[full][0][0]))
 
+    def test_sampled_block_stacks_name_every_large_block_and_count_every_small_one(self):
+        # run --sample-block-stacks 64KiB (issue 33, option c): the 1 MiB and 2 MiB blocks all take their stack, the
+        # 4 KiB ones (800 made and freed by four threads, 400 kept to the end) one per 64 KiB on average: a block of
+        # 4 KiB with probability 1 - exp(-1/16), ~73 of 1200 (standard deviation ~8.2). Every block is recorded.
+        small_kept = 400
+        trace, _, _ = self.run_app("sampled.db", "--sample-block-stacks", "64KiB",
+                                   app_args=("--threads", "4", "--small-kept", str(small_kept)))
+        self.assertEqual(self.meta(trace)["block_stack_sample_bytes"], "65536")
+        by_size = dict(((size, has_stack), count) for size, has_stack, count in self.query(
+            trace, "SELECT size, stack_id != 0, count(*) FROM events WHERE source = ? AND kind = ? GROUP BY 1, 2",
+            TORCH_ALLOCATOR, ALLOC))
+        self.assertEqual({(size, has) for size, has in by_size if size >= 65536},
+                         {(TEMP_BYTES, 1), (KEPT_BYTES, 1)})  # no large block without its stack
+        self.assertEqual((by_size[(TEMP_BYTES, 1)], by_size[(KEPT_BYTES, 1)]), (3 * STEPS, STEPS))
+        small_sampled = by_size.get((4096, 1), 0)
+        self.assertEqual(small_sampled + by_size.get((4096, 0), 0), 800 + small_kept)
+        self.assertTrue(30 <= small_sampled <= 130, small_sampled)
+        # A sampled small block's stack is its own line's, whichever thread took it.
+        lines = {(function, line) for stack_id, in self.query(
+                     trace, "SELECT DISTINCT stack_id FROM events WHERE source = ? AND kind = ? AND size = 4096 "
+                            "AND stack_id != 0", TORCH_ALLOCATOR, ALLOC)
+                 for _, function, line in self.python_frames(trace, stack_id)[:1]}
+        self.assertEqual(lines, {("churn", marker("BLOCK-THREAD")), ("small", marker("BLOCK-SMALL"))})
+        # The report: leaks exact in bytes; the kept small blocks split between their line and "not sampled".
+        report = report_json(trace)
+        self.assertEqual(report["trace"]["block_stack_sample_bytes"], 65536)
+        totals = report["totals"]
+        self.assertEqual((totals["leaked_bytes"], totals["leaked_allocations"]),
+                         (STEPS * KEPT_BYTES + small_kept * 4096, STEPS + small_kept))
+        small_line = f"{APP}:small:{marker('BLOCK-SMALL')}"
+        groups = {leak["python_line"]: (leak["bytes"], leak["count"], leak["stack_id"]) for leak in report["leaks"]}
+        self.assertEqual(set(groups), {f"{APP}:make_activation:{marker('BLOCK-KEPT')}", small_line, None})
+        self.assertEqual(groups[None][2], 0)
+        self.assertEqual(groups[small_line][1] + groups[None][1], small_kept)
+        self.assertEqual(groups[small_line][0] + groups[None][0], small_kept * 4096)
+        self.assertGreater(groups[small_line][1], 0)
+        text = run_cli("report", trace).stdout
+        self.assertIn("sampled for tensor blocks (--sample-block-stacks 64.00 KiB)", text)
+        self.assertIn(f"{groups[None][1]} allocations still held at exit\n       (stack not sampled: blocks under "
+                      "64.00 KiB take theirs one per 64.00 KiB allocated", text)
+        # Without the option every block has its stack, and the trace says nothing of a sample.
+        full, _, _ = self.run_app("full.db", app_args=("--threads", "4", "--small-kept", str(small_kept)))
+        self.assertNotIn("block_stack_sample_bytes", self.meta(full))
+        self.assertEqual(self.query(full, "SELECT count(*) FROM events WHERE source = ? AND kind = ? AND stack_id = 0",
+                                    TORCH_ALLOCATOR, ALLOC)[0][0], 0)
+        self.assertEqual(report_json(full)["trace"]["block_stack_sample_bytes"], 0)
+        refused = run_cli("run", "--simulate", "--no-stacks", "--sample-block-stacks", "1MiB", "--", sys.executable,
+                          "-c", "pass")
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("--no-stacks excludes --sample-block-stacks", refused.stderr)
+
     def test_leaked_is_the_kept_tensors_and_the_segment_is_cached(self):
         trace, _, stderr = self.run_app("leak.db", quiet=False)  # run's end summary too
         report = report_json(trace)

@@ -1,13 +1,14 @@
 """An app for the tensor-tracking tests, run under `gpumemtrace run --simulate` with the fake torch of
 fixtures_tracker/ on PYTHONPATH: a training-like loop that allocates three temporaries per step and keeps one
 2 MiB "activation" every step (the leak the report must name), then, with --threads N, N threads that each allocate
-and free blocks, and with --oom a request the fake allocator cannot satisfy. Prints what the checks compare
+and free blocks, with --small-kept N N small blocks kept to the end (4 KiB each), and with --oom a request the fake
+allocator cannot satisfy. Prints what the checks compare
 against, one "key value" per line.
 
 With --allocator-calls it calls empty_cache(), _set_allocator_settings() and set_per_process_memory_fraction(), which
 the in-process package records (the fixture's do nothing).
 
-usage: tracker_app.py STEPS [--threads N] [--oom] [--allocator-calls]
+usage: tracker_app.py STEPS [--threads N] [--small-kept N] [--oom] [--allocator-calls]
 """
 import sys
 import threading
@@ -19,6 +20,7 @@ STEPS = int(sys.argv[1])
 KEPT_BYTES = 2 << 20
 TEMP_BYTES = 1 << 20
 THREAD_PAIRS = 200
+SMALL_BYTES = 4096
 
 
 def make_activation():
@@ -27,6 +29,10 @@ def make_activation():
 
 def temporary():
     return torch.empty_block(TEMP_BYTES)  # BLOCK-TEMP: temporary
+
+
+def small():
+    return torch.empty_block(SMALL_BYTES)  # BLOCK-SMALL: small
 
 
 def churn():
@@ -52,6 +58,8 @@ if "--threads" in sys.argv:
     print("thread_ids", " ".join(str(w.native_id) for w in workers))
     for worker in workers:
         worker.join()
+if "--small-kept" in sys.argv:
+    kept.extend(small() for _ in range(int(sys.argv[sys.argv.index("--small-kept") + 1])))
 if "--oom" in sys.argv:
     try:
         torch.empty_block(1 << 40)  # BLOCK-OOM: too much
