@@ -16,7 +16,8 @@ One process per configuration; inside it, the recording of blocks is switched on
 Usage: bench/torch_cpu_blocks.py BUILD_DIR [--python PY] [--blocks N=24] [--block-steps K=10] [--configs ...]
        configs: control, blocks (default both), blocks-cut (blocks with GMT_STACK_CUT=1: memo answers checked up
        to the eval loop only), blocks-native (GMT_NO_PYTHON_FRAMES=1: native frames only), blocks-nostacks
-       (`run --no-stacks`), blocks-python (GMT_BLOCK_STACKS=python: Python frames only); needs torch (CPU is enough) and a C++ compiler.
+       (`run --no-stacks`), blocks-python (GMT_BLOCK_STACKS=python: Python frames only), blocks-sampled
+       (`run --sample-block-stacks 1MiB`); needs torch (CPU is enough) and a C++ compiler.
 Each configuration also prints the recorder's own time per block event as it measured itself (the trace's meta
 self_cost_block_ns_per_event and its phases) and how many stored walks answered to the cut.
 """
@@ -178,6 +179,8 @@ CONFIGS = {
     "blocks-native": ({"GMT_NO_PYTHON_FRAMES": "1"}, []),
     "blocks-nostacks": ({}, ["--no-stacks"]),
     "blocks-python": ({"GMT_BLOCK_STACKS": "python"}, []),  # Python frames only, no native walk (an experiment)
+    # Stacks sampled (run --sample-block-stacks): blocks of 1 MiB or more all take theirs, smaller ones one per MiB.
+    "blocks-sampled": ({}, ["--sample-block-stacks", "1MiB"]),
 }
 
 
@@ -188,7 +191,12 @@ def recorder_meta(trace):
             "stack_memo_hits")
     with sqlite3.connect(trace) as db:
         meta = dict(db.execute("SELECT key, value FROM meta"))
-    return {key: meta.get(key, "-") for key in keys}
+        # The tensor allocations that took a stack (all of them unless run --sample-block-stacks).
+        with_stack, allocations = db.execute("SELECT sum(stack_id != 0), count(*) FROM events WHERE source = 4 "
+                                             "AND kind = 1").fetchone()
+    figures = {key: meta.get(key, "-") for key in keys}
+    figures["tensor_allocations_with_a_stack"] = f"{with_stack or 0}/{allocations}"
+    return figures
 
 
 def main():
