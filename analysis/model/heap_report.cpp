@@ -54,6 +54,7 @@ void name_block_groups(std::vector<LeakGroup>& groups) {
 }  // namespace
 
 void apply_app_level(Report& report, Report app, const HeapPass& heaps) {
+  report.trace.event_count = app.trace.event_count;  // every event: the CudaLevel pass skips the heaps' blocks
   Totals& totals = report.totals;
   totals.block_allocations = app.totals.block_allocations;
   totals.block_frees = app.totals.block_frees;

@@ -435,6 +435,8 @@ class TorchTrackerTest(TraceDirTestCase):
         totals = report["totals"]
         # What the app held at exit: the kept blocks, at the line that kept them; nothing else.
         self.assertEqual((totals["leaked_bytes"], totals["leaked_allocations"]), (STEPS * KEPT_BYTES, STEPS))
+        # The header counts every event, the tensors' too (the CUDA level alone has a handful here).
+        self.assertEqual(report["trace"]["event_count"], self.query(trace, "SELECT count(*) FROM events")[0][0])
         self.assertEqual(report["leak_groups"]["total"], 1)
         leak = report["leaks"][0]
         self.assertEqual((leak["bytes"], leak["count"]), (STEPS * KEPT_BYTES, STEPS))
