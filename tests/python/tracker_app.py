@@ -2,8 +2,7 @@
 fixtures_tracker/ on PYTHONPATH: a training-like loop that allocates three temporaries per step and keeps one
 2 MiB "activation" every step (the leak the report must name), then, with --threads N, N threads that each allocate
 and free blocks, with --small-kept N N small blocks kept to the end (4 KiB each), and with --oom a request the fake
-allocator cannot satisfy. Prints what the checks compare
-against, one "key value" per line.
+allocator cannot satisfy. Prints what the checks compare against, one "key value" per line.
 
 With --allocator-calls it calls empty_cache(), _set_allocator_settings() and set_per_process_memory_fraction(), which
 the in-process package records (the fixture's do nothing).
