@@ -9,6 +9,7 @@
 #include <map>
 
 #include "analysis/format.h"
+#include "analysis/model/heaps.h"
 #include "analysis/model/stack_view.h"
 
 namespace gmt::analysis {
@@ -169,11 +170,8 @@ std::string unsampled_block_stack_text(const TraceInfo& trace) {
 }
 
 std::string unsampled_stack_text(const TraceInfo& trace, const LeakGroup& group) {
-  const auto block = [](schema::MemoryKind kind) {
-    return kind == schema::MemoryKind::TensorBlock || kind == schema::MemoryKind::HeapBlock;
-  };
   if (group.stack.id != 0 || group.memory_kinds.empty() ||
-      !std::all_of(group.memory_kinds.begin(), group.memory_kinds.end(), block)) {
+      !std::all_of(group.memory_kinds.begin(), group.memory_kinds.end(), is_block_kind)) {
     return {};
   }
   return unsampled_block_stack_text(trace);
