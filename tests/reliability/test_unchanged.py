@@ -85,7 +85,7 @@ class UnchangedTest(TraceDirTestCase):
         self.assertEqual(result.returncode, 3, result.stderr)
         report = report_json(trace)
         self.assertEqual(report["trace"]["command_line"], " ".join([sample("crashy"), *args]))
-        with open(os.path.join(SOURCE, "schema", "trace_schema.h")) as f:
+        with open(os.path.join(SOURCE, "schema", "trace_meta.h")) as f:
             block = re.search(r"namespace meta \{(.*?)\}", f.read(), re.S).group(1)
         allowed = set(re.findall(r'inline constexpr const char\* k\w+ = "(\w+)"', block))
         db = sqlite3.connect(trace)
